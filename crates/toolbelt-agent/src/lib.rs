@@ -1,0 +1,3 @@
+//! LlmAgent, Runner, sessions and events: the agent loop.
+//!
+//! (Work in progress.)

@@ -1,0 +1,190 @@
+//! What a model is told about a tool: its name, purpose, argument schema and behaviour hints.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{JsonObject, ToolError, ToolName};
+
+/// Behaviour hints about a tool, used for scheduling, retry, approval and MCP annotations.
+///
+/// Hints are promises made by the tool's author; they are not enforced. The executor trusts
+/// `concurrency_safe` to decide what may overlap and `idempotent` to decide what may be retried.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToolMeta {
+    /// The tool does not change its environment.
+    pub read_only: bool,
+    /// The tool may destroy or overwrite data (a UI may ask for approval).
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has the effect of calling it once.
+    pub idempotent: bool,
+    /// The tool talks to an open world (the web, a third-party API), not a closed one.
+    pub open_world: bool,
+    /// Whether calls may overlap with other calls. `None` means "not declared": the
+    /// `Parallel` mode treats that as safe, the `Mixed` mode as unsafe.
+    pub concurrency_safe: Option<bool>,
+    /// The largest result, in bytes, the model should see before it is offloaded or cut.
+    pub max_result_size: Option<usize>,
+}
+
+/// A tool's declaration: everything a model (or an MCP client) sees about it.
+///
+/// ```
+/// use serde_json::json;
+/// use toolbelt_core::Declaration;
+///
+/// let decl = Declaration::new("greet", "Greets someone by name")?
+///     .with_input_schema(json!({
+///         "type": "object",
+///         "properties": { "name": { "type": "string" } },
+///         "required": ["name"]
+///     }))?
+///     .read_only();
+/// assert_eq!(decl.required_properties(), vec!["name"]);
+/// # Ok::<(), toolbelt_core::ToolError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Declaration {
+    /// The name the model calls the tool by.
+    pub name: ToolName,
+    /// What the tool does, when to use it and its constraints.
+    pub description: String,
+    /// A JSON Schema object describing the arguments.
+    pub input_schema: JsonObject,
+    /// A JSON Schema object describing the structured result, when the tool declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<JsonObject>,
+    /// Behaviour hints.
+    #[serde(default)]
+    pub meta: ToolMeta,
+}
+
+/// The schema of a tool that takes no arguments.
+pub fn empty_object_schema() -> JsonObject {
+    match json!({"type": "object", "properties": {}}) {
+        Value::Object(map) => map,
+        _ => unreachable!("a json! object literal is an object"),
+    }
+}
+
+/// Checks that `schema` is a JSON object and returns it as one.
+pub fn schema_object(tool: &str, schema: Value) -> Result<JsonObject, ToolError> {
+    match schema {
+        Value::Object(map) => Ok(map),
+        other => Err(ToolError::InvalidDeclaration {
+            tool: tool.to_string(),
+            reason: format!("a schema must be a JSON object, got {other}"),
+        }),
+    }
+}
+
+impl Declaration {
+    /// A declaration with a checked name and an empty-object input schema.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Result<Self, ToolError> {
+        Ok(Self {
+            name: ToolName::new(name)?,
+            description: description.into(),
+            input_schema: empty_object_schema(),
+            output_schema: None,
+            meta: ToolMeta::default(),
+        })
+    }
+
+    /// Replaces the input schema; it must be a JSON object.
+    pub fn with_input_schema(mut self, schema: Value) -> Result<Self, ToolError> {
+        self.input_schema = schema_object(&self.name, schema)?;
+        Ok(self)
+    }
+
+    /// Sets (or with `None` removes) the output schema; it must be a JSON object.
+    pub fn with_output_schema(mut self, schema: Option<Value>) -> Result<Self, ToolError> {
+        self.output_schema = schema.map(|s| schema_object(&self.name, s)).transpose()?;
+        Ok(self)
+    }
+
+    /// Replaces all behaviour hints.
+    pub fn with_meta(mut self, meta: ToolMeta) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// Marks the tool read-only (and therefore not destructive).
+    pub fn read_only(mut self) -> Self {
+        self.meta.read_only = true;
+        self.meta.destructive = false;
+        self
+    }
+
+    /// Marks the tool destructive.
+    pub fn destructive(mut self) -> Self {
+        self.meta.destructive = true;
+        self
+    }
+
+    /// Marks the tool idempotent (safe to retry).
+    pub fn idempotent(mut self) -> Self {
+        self.meta.idempotent = true;
+        self
+    }
+
+    /// Marks the tool as talking to an open world.
+    pub fn open_world(mut self) -> Self {
+        self.meta.open_world = true;
+        self
+    }
+
+    /// Declares whether calls may overlap with others.
+    pub fn concurrency_safe(mut self, safe: bool) -> Self {
+        self.meta.concurrency_safe = Some(safe);
+        self
+    }
+
+    /// Sets the largest result the model should see in full.
+    pub fn max_result_size(mut self, bytes: usize) -> Self {
+        self.meta.max_result_size = Some(bytes);
+        self
+    }
+
+    /// The names in the input schema's top-level `required` array.
+    pub fn required_properties(&self) -> Vec<&str> {
+        required_properties(&self.input_schema)
+    }
+}
+
+/// The names in a schema's top-level `required` array.
+pub fn required_properties(schema: &JsonObject) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_object_schemas_are_refused() {
+        let d = Declaration::new("t", "d").unwrap();
+        let err = d.with_input_schema(json!("string")).unwrap_err();
+        assert!(matches!(err, ToolError::InvalidDeclaration { .. }));
+    }
+
+    #[test]
+    fn read_only_clears_destructive() {
+        let d = Declaration::new("t", "d").unwrap().destructive().read_only();
+        assert!(d.meta.read_only && !d.meta.destructive);
+    }
+
+    #[test]
+    fn declarations_round_trip_through_json() {
+        let d = Declaration::new("t", "d")
+            .unwrap()
+            .concurrency_safe(true)
+            .with_output_schema(Some(json!({"type": "object"})))
+            .unwrap();
+        let back: Declaration = serde_json::from_value(serde_json::to_value(&d).unwrap()).unwrap();
+        assert_eq!(back, d);
+    }
+}

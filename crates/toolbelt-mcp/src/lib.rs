@@ -1,0 +1,3 @@
+//! MCP servers as tool sets, the MCP broker, and serving tools over MCP.
+//!
+//! (Work in progress.)

@@ -1,0 +1,3 @@
+//! The Model trait and an OpenAI-compatible chat client.
+//!
+//! (Work in progress.)

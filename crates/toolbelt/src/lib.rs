@@ -1,0 +1,8 @@
+//! # Toolbelt
+//!
+//! The tool layer for LLM agents. This facade re-exports the crates of the workspace; see
+//! [`core`] for what a tool is.
+#![warn(missing_docs)]
+
+pub use toolbelt_core as core;
+pub use toolbelt_core::*;
