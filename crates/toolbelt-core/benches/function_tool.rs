@@ -23,11 +23,15 @@ struct Sum {
 }
 
 async fn add(_ctx: ToolContext, args: AddArgs) -> Result<Sum, ToolError> {
-    Ok(Sum { sum: args.a + args.b })
+    Ok(Sum {
+        sum: args.a + args.b,
+    })
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let tool: DynTool = Arc::new(FunctionTool::new("add", "Adds", add).unwrap());
     let ctx = ToolContext::for_call("call_1");
     let raw = r#"{"a": 1.5, "b": 2.25}"#;
@@ -44,9 +48,15 @@ fn bench(c: &mut Criterion) {
     group.bench_function("direct_async_fn", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let out = add(ctx.clone(), AddArgs { a: black_box(1.5), b: black_box(2.25) })
-                    .await
-                    .unwrap();
+                let out = add(
+                    ctx.clone(),
+                    AddArgs {
+                        a: black_box(1.5),
+                        b: black_box(2.25),
+                    },
+                )
+                .await
+                .unwrap();
                 black_box(out)
             })
         })

@@ -188,7 +188,10 @@ mod tests {
     #[test]
     fn extensions_are_typed_and_copy_on_write() {
         let parent = ToolContext::new().with_extension(User("ada"));
-        let child = parent.child().with_extension(User("bob")).with_extension(7u32);
+        let child = parent
+            .child()
+            .with_extension(User("bob"))
+            .with_extension(7u32);
         assert_eq!(parent.get::<User>(), Some(&User("ada")));
         assert_eq!(child.get::<User>(), Some(&User("bob")));
         assert_eq!(parent.get::<u32>(), None);

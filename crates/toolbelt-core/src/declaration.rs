@@ -173,7 +173,10 @@ mod tests {
 
     #[test]
     fn read_only_clears_destructive() {
-        let d = Declaration::new("t", "d").unwrap().destructive().read_only();
+        let d = Declaration::new("t", "d")
+            .unwrap()
+            .destructive()
+            .read_only();
         assert!(d.meta.read_only && !d.meta.destructive);
     }
 

@@ -99,7 +99,10 @@ fn unknown_tool_message(name: &str, suggestions: &[String]) -> String {
         [one] => format!("unknown tool {name:?}; did you mean {one:?}?"),
         many => {
             let quoted: Vec<String> = many.iter().map(|s| format!("{s:?}")).collect();
-            format!("unknown tool {name:?}; did you mean one of {}?", quoted.join(", "))
+            format!(
+                "unknown tool {name:?}; did you mean one of {}?",
+                quoted.join(", ")
+            )
         }
     }
 }

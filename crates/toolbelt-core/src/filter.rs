@@ -36,7 +36,9 @@ impl fmt::Debug for ToolFilter {
 
 impl ToolFilter {
     /// A filter from any predicate.
-    pub fn new(predicate: impl Fn(&ToolContext, &dyn Tool) -> bool + Send + Sync + 'static) -> Self {
+    pub fn new(
+        predicate: impl Fn(&ToolContext, &dyn Tool) -> bool + Send + Sync + 'static,
+    ) -> Self {
         Self {
             predicate: Arc::new(predicate),
         }

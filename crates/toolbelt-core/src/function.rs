@@ -17,7 +17,11 @@ use crate::schema::{is_object_schema, schema_for};
 use crate::stream::{StreamSender, ToolStream, collect_stream, tool_stream};
 use crate::{BoxError, Declaration, Payload, ToolContext, ToolError, ToolMeta, ToolOutput};
 
-type CallFn = dyn Fn(ToolContext, &str, &Declaration) -> Result<BoxFuture<'static, Result<ToolOutput, ToolError>>, ToolError>
+type CallFn = dyn Fn(
+        ToolContext,
+        &str,
+        &Declaration,
+    ) -> Result<BoxFuture<'static, Result<ToolOutput, ToolError>>, ToolError>
     + Send
     + Sync;
 
@@ -76,7 +80,10 @@ impl fmt::Debug for FunctionTool {
 }
 
 /// Builds the declaration of a typed tool from its argument type.
-fn typed_declaration<Args: JsonSchema>(name: &str, description: &str) -> Result<Declaration, ToolError> {
+fn typed_declaration<Args: JsonSchema>(
+    name: &str,
+    description: &str,
+) -> Result<Declaration, ToolError> {
     let mut declaration = Declaration::new(name, description)?;
     let input = schema_for::<Args>();
     if !is_object_schema(&input) {
@@ -96,7 +103,10 @@ fn typed_output_schema<Out: JsonSchema>() -> Option<crate::JsonObject> {
 }
 
 /// Decodes raw arguments into `Args`, applying the empty-arguments rule.
-pub fn decode_args<Args: DeserializeOwned>(raw: &str, declaration: &Declaration) -> Result<Args, ToolError> {
+pub fn decode_args<Args: DeserializeOwned>(
+    raw: &str,
+    declaration: &Declaration,
+) -> Result<Args, ToolError> {
     let text = if raw.trim().is_empty() {
         let required = required_properties(&declaration.input_schema);
         if !required.is_empty() {
@@ -166,7 +176,11 @@ impl FunctionTool {
 
     /// A tool from `f`, which builds its own [`ToolOutput`] (for text and user views, content
     /// blocks, or result-level errors). No output schema is declared.
-    pub fn returning_output<Args, E, F, Fut>(name: &str, description: &str, f: F) -> Result<Self, ToolError>
+    pub fn returning_output<Args, E, F, Fut>(
+        name: &str,
+        description: &str,
+        f: F,
+    ) -> Result<Self, ToolError>
     where
         Args: DeserializeOwned + JsonSchema + Send + 'static,
         E: Into<BoxError> + 'static,
@@ -177,8 +191,10 @@ impl FunctionTool {
         let call = move |ctx: ToolContext, raw: &str, decl: &Declaration| {
             let args: Args = decode_args(raw, decl)?;
             let fut = f(ctx, args);
-            Ok(Box::pin(async move { fut.await.map_err(|e| ToolError::from_boxed(e.into())) })
-                as BoxFuture<'static, _>)
+            Ok(
+                Box::pin(async move { fut.await.map_err(|e| ToolError::from_boxed(e.into())) })
+                    as BoxFuture<'static, _>,
+            )
         };
         Ok(Self {
             declaration,

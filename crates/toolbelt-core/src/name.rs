@@ -120,14 +120,29 @@ mod tests {
 
     #[test]
     fn accepts_the_openai_and_mcp_alphabet() {
-        for ok in ["a", "calculator", "Read", "mcp.add", "web-fetch", "x_1", &"a".repeat(64)] {
+        for ok in [
+            "a",
+            "calculator",
+            "Read",
+            "mcp.add",
+            "web-fetch",
+            "x_1",
+            &"a".repeat(64),
+        ] {
             assert!(ToolName::new(ok).is_ok(), "{ok} should be accepted");
         }
     }
 
     #[test]
     fn refuses_empty_long_and_foreign_names_with_a_typed_error() {
-        for bad in ["", "has space", "tool/slash", "émoji", "a:b", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "has space",
+            "tool/slash",
+            "émoji",
+            "a:b",
+            &"a".repeat(65),
+        ] {
             match ToolName::new(bad) {
                 Err(ToolError::InvalidName { name, reason }) => {
                     assert_eq!(name, bad);
