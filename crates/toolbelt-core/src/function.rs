@@ -119,6 +119,10 @@ pub fn decode_args<Args: DeserializeOwned>(
     } else {
         raw
     };
+    // Fast path: plain serde. Only a failure pays for the second pass that finds the path.
+    if let Ok(args) = serde_json::from_str(text) {
+        return Ok(args);
+    }
     let mut deserializer = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();

@@ -6,3 +6,8 @@
 
 pub use toolbelt_core as core;
 pub use toolbelt_core::*;
+
+/// The README's example, compiled and run as a doc test.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
