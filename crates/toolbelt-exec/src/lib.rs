@@ -1,3 +1,138 @@
-//! The executor: registry, validation, hooks, middleware and scheduling for tool calls.
+//! # toolbelt-exec: the one path every tool call takes
 //!
-//! (Work in progress.)
+//! Whoever calls a tool (the agent loop, a program through [`Executor::invoke_tool`], the MCP
+//! server, the CLI), the call goes through this crate:
+//!
+//! 1. **Resolve** the name in the [`Registry`] (or a per-run [`ToolSnapshot`]). An unknown
+//!    name fails with [`ToolError::UnknownTool`](toolbelt_core::ToolError::UnknownTool),
+//!    suggesting up to three close names.
+//! 2. **Repair** the JSON arguments, if [`ExecutorConfig::repair_json`] is on (off by
+//!    default): only when strict parsing fails; valid JSON is never touched; a repair is
+//!    recorded in [`CallResult::repaired_arguments`].
+//! 3. **Validate** them against the tool's input schema, if
+//!    [`ExecutorConfig::validate_arguments`] is on (the default), with compiled validators
+//!    cached per tool. Every violation is listed with its JSON path
+//!    ([`ToolError::SchemaViolation`](toolbelt_core::ToolError::SchemaViolation)).
+//! 4. **Tool-specific before hooks**, then **global before hooks** ([`BeforeHook`]): each
+//!    may let the call go on, replace its arguments, answer in the tool's place, or reject it
+//!    ([`ToolError::Rejected`](toolbelt_core::ToolError::Rejected)).
+//! 5. **Middleware** ([`Middleware`]), first added outermost: [`Timeout`], [`Retry`],
+//!    [`Audit`] or your own.
+//! 6. **The tool** ([`Tool::call`](toolbelt_core::Tool::call)); a panic becomes
+//!    [`ToolError::Panicked`](toolbelt_core::ToolError::Panicked).
+//! 7. **Global after hooks**, then **tool-specific after hooks** ([`AfterHook`]): each sees
+//!    the result or error and may replace it.
+//! 8. **Artifact offload** ([`ArtifactOffload`]): a result over the threshold (50 KiB by
+//!    default) is stored; the model sees a preview and `artifact://ID`, the user the full
+//!    result, and the [`ArtifactReadTool`] reads it back.
+//!
+//! Unknown tools, invalid arguments and rejections are failures, never successes, and are
+//! distinct [`ToolError`](toolbelt_core::ToolError) variants. Cancelling the caller's token
+//! interrupts the call ([`ToolError::Cancelled`](toolbelt_core::ToolError::Cancelled),
+//! rendered for the model as `Error: tool execution was interrupted`).
+//!
+//! **Calling a tool's [`Tool::call`](toolbelt_core::Tool::call) directly bypasses all of
+//! this**: no repair, no validation, no hooks, no middleware, no offload. Programs that need
+//! their calls audited or permission-checked must go through the executor.
+//!
+//! A model's batch of calls runs with [`Executor::execute_batch`]: [`ExecutionMode::Serial`],
+//! [`ExecutionMode::Parallel`] or [`ExecutionMode::Mixed`] by each tool's
+//! `concurrency_safe`, under concurrency limits, with an [`ExecutionFilter`] that hands calls
+//! back as [`BatchItem::Pending`], and results in the model's call order.
+//!
+//! ## Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use toolbelt_core::{FunctionTool, ToolContext, ToolError};
+//! use toolbelt_exec::{BeforeAction, Executor, HookCall, Registry, Timeout, ToolCall, BatchOptions, ExecutionMode};
+//!
+//! /// Arguments of `greet`.
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct GreetArgs {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! async fn greet(_ctx: ToolContext, args: GreetArgs) -> Result<String, ToolError> {
+//!     Ok(format!("Hello, {}!", args.name))
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let registry = Arc::new(Registry::new());
+//! registry.register(FunctionTool::new("greet", "Greets someone", greet)?)?;
+//!
+//! let executor = Executor::builder(registry)
+//!     .repair_json(true)
+//!     .before_hook(|_: &ToolContext, call: &HookCall<'_>| {
+//!         if call.arguments.contains("Mallory") {
+//!             BeforeAction::Reject("Mallory is not welcome".into())
+//!         } else {
+//!             BeforeAction::Continue
+//!         }
+//!     })
+//!     .middleware(Timeout::new(Duration::from_secs(30)))
+//!     .build();
+//!
+//! // A program's call.
+//! let out = executor.invoke_tool(ToolContext::new(), "greet", r#"{"name":"Ada"}"#).await?;
+//! assert_eq!(out.llm_text(), "Hello, Ada!");
+//!
+//! // Failures are typed.
+//! let err = executor.invoke_tool(ToolContext::new(), "gret", "{}").await.unwrap_err();
+//! assert_eq!(err.for_model(), r#"Error: unknown tool "gret"; did you mean "greet"?"#);
+//! let err = executor.invoke_tool(ToolContext::new(), "greet", r#"{"name":"Mallory"}"#).await.unwrap_err();
+//! assert!(matches!(err, ToolError::Rejected { .. }));
+//!
+//! // A model's batch, with repaired arguments, in call order.
+//! let calls = [
+//!     ToolCall::new("call_1", "greet", "{name: 'Grace'}"),
+//!     ToolCall::new("call_2", "greet", r#"{"name":"Linus"}"#),
+//! ];
+//! let items = executor
+//!     .execute_batch(&ToolContext::new(), &calls, &BatchOptions::new().mode(ExecutionMode::Parallel))
+//!     .await;
+//! let first = items[0].as_done().unwrap();
+//! assert_eq!(first.model_text(), "Hello, Grace!");
+//! assert!(first.was_repaired());
+//! assert_eq!(items[1].call_id(), "call_2");
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+
+#![warn(missing_docs)]
+
+mod artifact;
+mod audit;
+mod batch;
+mod call;
+mod config;
+mod executor;
+mod hooks;
+mod interrupt;
+mod middleware;
+mod registry;
+mod repair;
+mod retry;
+mod suggest;
+mod timeout;
+mod validate;
+
+pub use artifact::{
+    ARTIFACT_READ_TOOL, ARTIFACT_SCHEME, ArtifactOffload, ArtifactReadTool, ArtifactRef,
+    ArtifactSlice, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_BYTES,
+    DEFAULT_READ_LENGTH, DynArtifactStore, FsArtifactStore, MemoryArtifactStore,
+};
+pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets};
+pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
+pub use call::{BatchItem, CallResult, ToolCall};
+pub use config::ExecutorConfig;
+pub use executor::{Executor, ExecutorBuilder};
+pub use hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
+pub use middleware::{DynMiddleware, Middleware, Next, ToolRequest};
+pub use registry::{Registry, RegistryError, ToolSetRefresh, ToolSnapshot};
+pub use repair::{RepairedArguments, repair_arguments};
+pub use retry::{Retry, RetryInfo, RetryOn, RetryPolicy, default_retry_on};
+pub use suggest::{edit_distance, suggest};
+pub use timeout::Timeout;
+pub use validate::ValidatorCache;

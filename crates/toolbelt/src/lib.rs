@@ -6,6 +6,8 @@
 
 pub use toolbelt_core as core;
 pub use toolbelt_core::*;
+/// The executor: registry, validation, hooks, middleware, scheduling and artifact offload.
+pub use toolbelt_exec as exec;
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../../../README.md")]

@@ -1,0 +1,325 @@
+//! Scheduling a model's batch of tool calls: serial, parallel or mixed, with limits, an
+//! execution filter, and results in the model's call order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use tokio::sync::Semaphore;
+use toolbelt_core::{DynTool, Tool, ToolContext, ToolError};
+
+use crate::executor::Source;
+use crate::registry::ToolSnapshot;
+use crate::{BatchItem, CallResult, Executor, ToolCall};
+
+/// How the calls of one batch may overlap.
+///
+/// | mode | runs in the shared pool | runs alone |
+/// |---|---|---|
+/// | `Serial` | nothing | every call, in order |
+/// | `Parallel` | every call not declared unsafe (`concurrency_safe` is `None` or `Some(true)`) | `Some(false)` |
+/// | `Mixed` | only calls declared `Some(true)` | `None` and `Some(false)` |
+///
+/// A call that runs alone is a barrier: the calls before it finish first, and the calls
+/// after it start after it finished. Use `Serial` or `Mixed` until every tool's concurrency
+/// safety has been checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecutionMode {
+    /// One call at a time, in order.
+    #[default]
+    Serial,
+    /// Every call not declared unsafe shares the pool.
+    Parallel,
+    /// Only calls declared safe share the pool.
+    Mixed,
+}
+
+impl ExecutionMode {
+    /// Whether a call of `tool` may share the pool in this mode. Unknown tools may (they
+    /// fail at once without running anything).
+    pub fn pools(self, tool: Option<&dyn Tool>) -> bool {
+        let declared = tool.and_then(|t| t.declaration().meta.concurrency_safe);
+        match self {
+            ExecutionMode::Serial => false,
+            ExecutionMode::Parallel => tool.is_none() || declared != Some(false),
+            ExecutionMode::Mixed => tool.is_none() || declared == Some(true),
+        }
+    }
+}
+
+type FilterFn = dyn Fn(&ToolCall, Option<&dyn Tool>) -> bool + Send + Sync;
+type GroupFn = dyn Fn(&ToolCall, &dyn Tool) -> Option<String> + Send + Sync;
+
+/// Decides, per call, whether the executor runs it here (`true`) or hands it back as
+/// [`BatchItem::Pending`] (`false`), for example because the client executes some tools
+/// itself. The predicate sees the call and its tool (`None` when the name is unknown here,
+/// which is common for client-side tools), and runs before the name is checked.
+#[derive(Clone)]
+pub struct ExecutionFilter {
+    predicate: Arc<FilterFn>,
+}
+
+impl std::fmt::Debug for ExecutionFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExecutionFilter(..)")
+    }
+}
+
+impl ExecutionFilter {
+    /// A filter from a predicate returning `true` for calls to execute here.
+    pub fn new(
+        predicate: impl Fn(&ToolCall, Option<&dyn Tool>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            predicate: Arc::new(predicate),
+        }
+    }
+
+    /// Hands back calls of these tools as pending; executes everything else.
+    pub fn pending_names<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let names: std::collections::HashSet<String> = names.into_iter().map(Into::into).collect();
+        Self::new(move |call, _| !names.contains(&call.name))
+    }
+
+    /// Whether the call runs here.
+    pub fn executes(&self, call: &ToolCall, tool: Option<&dyn Tool>) -> bool {
+        (self.predicate)(call, tool)
+    }
+}
+
+/// Per-batch settings; the defaults come from the executor's
+/// [`ExecutorConfig`](crate::ExecutorConfig).
+#[derive(Clone, Default)]
+pub struct BatchOptions {
+    mode: Option<ExecutionMode>,
+    concurrency_limit: Option<usize>,
+    filter: Option<ExecutionFilter>,
+    snapshot: Option<ToolSnapshot>,
+    group_of: Option<Arc<GroupFn>>,
+    group_limits: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for BatchOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchOptions")
+            .field("mode", &self.mode)
+            .field("concurrency_limit", &self.concurrency_limit)
+            .field("filter", &self.filter.is_some())
+            .field("snapshot", &self.snapshot)
+            .field("group_limits", &self.group_limits)
+            .finish()
+    }
+}
+
+impl BatchOptions {
+    /// The executor's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Schedules this batch in `mode`.
+    pub fn mode(mut self, mode: ExecutionMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Runs at most `limit` calls at once (0 = unlimited).
+    pub fn concurrency_limit(mut self, limit: usize) -> Self {
+        self.concurrency_limit = Some(limit);
+        self
+    }
+
+    /// Hands back the calls `filter` does not execute as pending.
+    pub fn filter(mut self, filter: ExecutionFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Resolves names in `snapshot` (the tools visible for this run) instead of the
+    /// registry.
+    pub fn snapshot(mut self, snapshot: ToolSnapshot) -> Self {
+        self.snapshot = Some(snapshot);
+        self
+    }
+
+    /// Puts calls in groups (for example by tool name, or by the server a tool comes from)
+    /// for [`BatchOptions::group_limit`]. `None` means no group.
+    pub fn group_by(
+        mut self,
+        group_of: impl Fn(&ToolCall, &dyn Tool) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.group_of = Some(Arc::new(group_of));
+        self
+    }
+
+    /// Runs at most `limit` calls of `group` at once (0 = unlimited), on top of the
+    /// batch-wide limit. Groups come from [`BatchOptions::group_by`], or are tool names when
+    /// no grouping was set.
+    pub fn group_limit(mut self, group: impl Into<String>, limit: usize) -> Self {
+        self.group_limits.insert(group.into(), limit);
+        self
+    }
+
+    fn group(&self, call: &ToolCall, tool: &dyn Tool) -> Option<String> {
+        match &self.group_of {
+            Some(group_of) => group_of(call, tool),
+            None => Some(tool.name().to_string()),
+        }
+    }
+}
+
+/// A call of the batch, classified.
+struct Planned<'a> {
+    index: usize,
+    call: &'a ToolCall,
+    tool: Option<DynTool>,
+}
+
+impl Executor {
+    /// Runs a model's batch of tool calls and returns one [`BatchItem`] per call, in the
+    /// model's call order.
+    ///
+    /// - The execution filter (if any) runs first; calls it declines come back
+    ///   [`BatchItem::Pending`] and are not run.
+    /// - The rest are scheduled by the mode (see [`ExecutionMode`]) under the concurrency
+    ///   limits. Calls of one pool overlap on the calling task; a CPU-heavy tool should move
+    ///   its work to `tokio::task::spawn_blocking`.
+    /// - A failing or panicking call becomes an error result for that call only.
+    /// - Cancelling `ctx`'s token cancels every running call (each sees its token fire) and
+    ///   every call not started yet fails with [`ToolError::Cancelled`]. Dropping the
+    ///   returned future drops every running call.
+    pub async fn execute_batch(
+        &self,
+        ctx: &ToolContext,
+        calls: &[ToolCall],
+        options: &BatchOptions,
+    ) -> Vec<BatchItem> {
+        let registry = self.inner.registry.clone();
+        let source = match &options.snapshot {
+            Some(snapshot) => Source::Snapshot(snapshot),
+            None => Source::Registry(&registry),
+        };
+        let mode = options.mode.unwrap_or(self.inner.config.mode);
+        let limit = options
+            .concurrency_limit
+            .unwrap_or(self.inner.config.concurrency_limit);
+        let global = (limit > 0).then(|| Semaphore::new(limit));
+        let groups: HashMap<&str, Semaphore> = options
+            .group_limits
+            .iter()
+            .filter(|(_, limit)| **limit > 0)
+            .map(|(name, limit)| (name.as_str(), Semaphore::new(*limit)))
+            .collect();
+
+        let mut items: Vec<Option<BatchItem>> = (0..calls.len()).map(|_| None).collect();
+        let mut pool: Vec<Planned<'_>> = Vec::new();
+        for (index, call) in calls.iter().enumerate() {
+            let tool = source.resolve(&call.name);
+            if let Some(filter) = &options.filter
+                && !filter.executes(call, tool.as_deref())
+            {
+                items[index] = Some(BatchItem::Pending(call.clone()));
+                continue;
+            }
+            let planned = Planned { index, call, tool };
+            if mode.pools(planned.tool.as_deref()) {
+                pool.push(planned);
+            } else {
+                // A barrier: finish the pool so far, then run this call alone.
+                self.run_pool(
+                    source,
+                    ctx,
+                    std::mem::take(&mut pool),
+                    &global,
+                    &groups,
+                    options,
+                    &mut items,
+                )
+                .await;
+                let result = self.run_one(source, ctx, planned.call, None, None).await;
+                items[index] = Some(BatchItem::Done(result));
+            }
+        }
+        self.run_pool(source, ctx, pool, &global, &groups, options, &mut items)
+            .await;
+        items
+            .into_iter()
+            .zip(calls)
+            .map(|(item, call)| {
+                item.unwrap_or_else(|| {
+                    // Every index is filled above; this keeps a scheduling slip from becoming
+                    // a panic.
+                    BatchItem::Done(CallResult {
+                        call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        result: Err(ToolError::failed("the call was not scheduled")),
+                        repaired_arguments: None,
+                        artifact: None,
+                        duration: Default::default(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_pool(
+        &self,
+        source: Source<'_>,
+        ctx: &ToolContext,
+        pool: Vec<Planned<'_>>,
+        global: &Option<Semaphore>,
+        groups: &HashMap<&str, Semaphore>,
+        options: &BatchOptions,
+        items: &mut [Option<BatchItem>],
+    ) {
+        if pool.is_empty() {
+            return;
+        }
+        let runs = pool.iter().map(|planned| {
+            let group = planned
+                .tool
+                .as_deref()
+                .and_then(|tool| options.group(planned.call, tool))
+                .and_then(|name| groups.get(name.as_str()));
+            self.run_one(source, ctx, planned.call, global.as_ref(), group)
+        });
+        let results = join_all(runs).await;
+        for (planned, result) in pool.iter().zip(results) {
+            items[planned.index] = Some(BatchItem::Done(result));
+        }
+    }
+
+    async fn run_one(
+        &self,
+        source: Source<'_>,
+        ctx: &ToolContext,
+        call: &ToolCall,
+        global: Option<&Semaphore>,
+        group: Option<&Semaphore>,
+    ) -> CallResult {
+        // Permits are held for the whole call; a closed semaphore cannot happen (we never
+        // close them), and waiting stops when the batch is cancelled.
+        let permits = async {
+            let g = match global {
+                Some(s) => s.acquire().await.ok(),
+                None => None,
+            };
+            let l = match group {
+                Some(s) => s.acquire().await.ok(),
+                None => None,
+            };
+            (g, l)
+        };
+        let _permits = tokio::select! {
+            biased;
+            () = ctx.cancelled() => None,
+            permits = permits => Some(permits),
+        };
+        self.execute_from(source, ctx.clone(), call).await
+    }
+}

@@ -1,0 +1,429 @@
+//! The executor: the one path every tool call takes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
+
+use crate::artifact::{ArtifactOffload, ArtifactRef};
+use crate::hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
+use crate::interrupt::until_cancelled;
+use crate::middleware::{DynMiddleware, Middleware, Next, ToolRequest, panic_message};
+use crate::registry::{Registry, ToolSnapshot};
+use crate::repair::{parse_strict, repair_arguments};
+use crate::suggest::suggest;
+use crate::validate::ValidatorCache;
+use crate::{CallResult, ExecutorConfig, ToolCall};
+
+type DynBefore = Arc<dyn BeforeHook>;
+type DynAfter = Arc<dyn AfterHook>;
+
+pub(crate) struct Inner {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) config: ExecutorConfig,
+    before_for_tool: HashMap<String, Vec<DynBefore>>,
+    before_global: Vec<DynBefore>,
+    after_global: Vec<DynAfter>,
+    after_for_tool: HashMap<String, Vec<DynAfter>>,
+    middleware: Vec<DynMiddleware>,
+    validators: ValidatorCache,
+    offload: Option<ArtifactOffload>,
+}
+
+/// Runs tool calls through the pipeline: resolve → repair → validate → before hooks →
+/// middleware → tool → after hooks → offload. Cheap to clone (one `Arc`).
+///
+/// See the [crate docs](crate) for the exact order and an example.
+#[derive(Clone)]
+pub struct Executor {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("config", &self.inner.config)
+            .field("middleware", &self.inner.middleware.len())
+            .field(
+                "before_hooks",
+                &(self.inner.before_global.len() + self.inner.before_for_tool.len()),
+            )
+            .field(
+                "after_hooks",
+                &(self.inner.after_global.len() + self.inner.after_for_tool.len()),
+            )
+            .field("offload", &self.inner.offload)
+            .finish()
+    }
+}
+
+/// Builds an [`Executor`].
+pub struct ExecutorBuilder {
+    registry: Arc<Registry>,
+    config: ExecutorConfig,
+    before_for_tool: HashMap<String, Vec<DynBefore>>,
+    before_global: Vec<DynBefore>,
+    after_global: Vec<DynAfter>,
+    after_for_tool: HashMap<String, Vec<DynAfter>>,
+    middleware: Vec<DynMiddleware>,
+    offload: Option<ArtifactOffload>,
+}
+
+impl std::fmt::Debug for ExecutorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutorBuilder {
+    /// Replaces every setting at once.
+    pub fn config(mut self, config: ExecutorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Turns argument validation against input schemas on or off (default on).
+    pub fn validate_arguments(mut self, on: bool) -> Self {
+        self.config.validate_arguments = on;
+        self
+    }
+
+    /// Turns JSON argument repair on or off (default off).
+    pub fn repair_json(mut self, on: bool) -> Self {
+        self.config.repair_json = on;
+        self
+    }
+
+    /// Sets the default batch scheduling mode (default serial).
+    pub fn mode(mut self, mode: crate::ExecutionMode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// Sets the most calls of a batch that run at once (0 = unlimited, the default).
+    pub fn concurrency_limit(mut self, limit: usize) -> Self {
+        self.config.concurrency_limit = limit;
+        self
+    }
+
+    /// Adds a before hook for every tool. Global before hooks run after tool-specific ones.
+    pub fn before_hook(mut self, hook: impl BeforeHook + 'static) -> Self {
+        self.before_global.push(Arc::new(hook));
+        self
+    }
+
+    /// Adds a before hook for the tool named `tool` only.
+    pub fn before_hook_for(
+        mut self,
+        tool: impl Into<String>,
+        hook: impl BeforeHook + 'static,
+    ) -> Self {
+        self.before_for_tool
+            .entry(tool.into())
+            .or_default()
+            .push(Arc::new(hook));
+        self
+    }
+
+    /// Adds an after hook for every tool. Global after hooks run before tool-specific ones.
+    pub fn after_hook(mut self, hook: impl AfterHook + 'static) -> Self {
+        self.after_global.push(Arc::new(hook));
+        self
+    }
+
+    /// Adds an after hook for the tool named `tool` only.
+    pub fn after_hook_for(
+        mut self,
+        tool: impl Into<String>,
+        hook: impl AfterHook + 'static,
+    ) -> Self {
+        self.after_for_tool
+            .entry(tool.into())
+            .or_default()
+            .push(Arc::new(hook));
+        self
+    }
+
+    /// Adds a middleware. The first added is the outermost layer.
+    pub fn middleware(mut self, middleware: impl Middleware + 'static) -> Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Adds a shared middleware (see [`ExecutorBuilder::middleware`]).
+    pub fn middleware_arc(mut self, middleware: DynMiddleware) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// Offloads large results as configured. Register
+    /// [`ArtifactOffload::read_tool`] in the registry so the model can read them back.
+    pub fn artifact_offload(mut self, offload: ArtifactOffload) -> Self {
+        self.offload = Some(offload);
+        self
+    }
+
+    /// The executor.
+    pub fn build(self) -> Executor {
+        Executor {
+            inner: Arc::new(Inner {
+                registry: self.registry,
+                config: self.config,
+                before_for_tool: self.before_for_tool,
+                before_global: self.before_global,
+                after_global: self.after_global,
+                after_for_tool: self.after_for_tool,
+                middleware: self.middleware,
+                validators: ValidatorCache::new(),
+                offload: self.offload,
+            }),
+        }
+    }
+}
+
+/// Where a call's tool is looked up.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Registry(&'a Registry),
+    Snapshot(&'a ToolSnapshot),
+}
+
+impl Source<'_> {
+    pub(crate) fn resolve(&self, name: &str) -> Option<DynTool> {
+        match self {
+            Source::Registry(registry) => registry.get(name),
+            Source::Snapshot(snapshot) => snapshot.get(name).cloned(),
+        }
+    }
+
+    fn suggestions(&self, name: &str) -> Vec<String> {
+        match self {
+            Source::Registry(registry) => {
+                let names = registry.tool_names();
+                suggest(name, names.iter().map(String::as_str), 3)
+            }
+            Source::Snapshot(snapshot) => suggest(name, snapshot.names(), 3),
+        }
+    }
+}
+
+impl Executor {
+    /// A builder over `registry`, with default settings.
+    pub fn builder(registry: Arc<Registry>) -> ExecutorBuilder {
+        ExecutorBuilder {
+            registry,
+            config: ExecutorConfig::default(),
+            before_for_tool: HashMap::new(),
+            before_global: Vec::new(),
+            after_global: Vec::new(),
+            after_for_tool: HashMap::new(),
+            middleware: Vec::new(),
+            offload: None,
+        }
+    }
+
+    /// An executor over `registry` with default settings and no hooks or middleware.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self::builder(registry).build()
+    }
+
+    /// The registry the executor resolves names in.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    /// The artifact offload settings, if offload is on.
+    pub fn artifact_offload(&self) -> Option<&ArtifactOffload> {
+        self.inner.offload.as_ref()
+    }
+
+    /// Calls the tool named `name` with raw JSON arguments through the whole pipeline.
+    ///
+    /// The program's way in: use it instead of calling [`Tool::call`](toolbelt_core::Tool::call)
+    /// directly when the call must pass validation, permission hooks and audit middleware.
+    /// The call id is taken from `ctx` when it has one.
+    ///
+    /// Unknown tools, bad arguments, schema violations and rejections are errors, never
+    /// outputs: match on [`ToolError`] to tell them apart.
+    pub async fn invoke_tool(
+        &self,
+        ctx: ToolContext,
+        name: &str,
+        raw_args: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        let call = ToolCall::new(ctx.call_id().unwrap_or_default(), name, raw_args);
+        self.execute(ctx, &call).await.result
+    }
+
+    /// Runs one model tool call through the pipeline, resolving the name in the registry.
+    /// Never panics: every failure is in [`CallResult::result`].
+    pub async fn execute(&self, ctx: ToolContext, call: &ToolCall) -> CallResult {
+        let registry = self.inner.registry.clone();
+        self.execute_from(Source::Registry(&registry), ctx, call)
+            .await
+    }
+
+    /// Runs one call, resolving the name in `snapshot` (the tools visible for this run).
+    pub async fn execute_in(
+        &self,
+        snapshot: &ToolSnapshot,
+        ctx: ToolContext,
+        call: &ToolCall,
+    ) -> CallResult {
+        self.execute_from(Source::Snapshot(snapshot), ctx, call)
+            .await
+    }
+
+    pub(crate) async fn execute_from(
+        &self,
+        source: Source<'_>,
+        ctx: ToolContext,
+        call: &ToolCall,
+    ) -> CallResult {
+        let started = Instant::now();
+        let tool = source.resolve(&call.name);
+        let mut repaired_arguments = None;
+        let mut artifact = None;
+        let result = match tool {
+            None => Err(ToolError::UnknownTool {
+                name: call.name.clone(),
+                suggestions: source.suggestions(&call.name),
+            }),
+            Some(tool) => {
+                let pipeline =
+                    self.pipeline(ctx, tool, call, &mut repaired_arguments, &mut artifact);
+                match std::panic::AssertUnwindSafe(pipeline).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),
+                }
+            }
+        };
+        CallResult {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            result,
+            repaired_arguments,
+            artifact,
+            duration: started.elapsed(),
+        }
+    }
+
+    /// Steps 2 to 8 of the pipeline for a resolved tool.
+    async fn pipeline(
+        &self,
+        ctx: ToolContext,
+        tool: DynTool,
+        call: &ToolCall,
+        repaired: &mut Option<String>,
+        artifact: &mut Option<ArtifactRef>,
+    ) -> Result<ToolOutput, ToolError> {
+        let inner = &*self.inner;
+        if ctx.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        // Each call gets a child token: cancelling one call (a timeout) never cancels its
+        // siblings, and cancelling the caller's token cancels every call.
+        let mut ctx = ctx.child().with_tool_name(tool.name());
+        if !call.id.is_empty() && ctx.call_id() != Some(call.id.as_str()) {
+            ctx = ctx.with_call_id(call.id.as_str());
+        }
+
+        // Repair, then validation.
+        let config = &inner.config;
+        let mut arguments: String = if config.repair_json {
+            let fixed = repair_arguments(&call.arguments)?;
+            if config.validate_arguments {
+                inner.validators.validate(&tool, &fixed.value)?;
+            }
+            if fixed.repaired {
+                *repaired = Some(fixed.text.clone());
+            }
+            fixed.text
+        } else {
+            if config.validate_arguments {
+                let value = parse_strict(&call.arguments)?;
+                inner.validators.validate(&tool, &value)?;
+            }
+            call.arguments.clone()
+        };
+
+        let token = ctx.cancellation().clone();
+        let work = async {
+            let declaration = tool.declaration();
+            let name = tool.name();
+            // Before hooks: the tool's own, then global ones.
+            let before = inner
+                .before_for_tool
+                .get(name)
+                .into_iter()
+                .flatten()
+                .chain(inner.before_global.iter());
+            let mut answered = None;
+            for hook in before {
+                let view = HookCall {
+                    declaration,
+                    call_id: &call.id,
+                    arguments: &arguments,
+                };
+                match hook.before(&ctx, &view).await {
+                    BeforeAction::Continue => {}
+                    BeforeAction::ReplaceArguments(replacement) => arguments = replacement,
+                    BeforeAction::Respond(output) => {
+                        answered = Some(Ok(output));
+                        break;
+                    }
+                    BeforeAction::Reject(reason) => {
+                        answered = Some(Err(ToolError::rejected(reason)));
+                        break;
+                    }
+                }
+            }
+            let mut result = match answered {
+                Some(result) => result,
+                None => {
+                    let request = ToolRequest {
+                        tool: tool.clone(),
+                        call_id: Arc::from(call.id.as_str()),
+                        arguments: Arc::from(arguments.as_str()),
+                    };
+                    Next::new(&inner.middleware).run(ctx.clone(), request).await
+                }
+            };
+            // After hooks: global ones, then the tool's own.
+            let after = inner
+                .after_global
+                .iter()
+                .chain(inner.after_for_tool.get(name).into_iter().flatten());
+            for hook in after {
+                let view = HookCall {
+                    declaration,
+                    call_id: &call.id,
+                    arguments: &arguments,
+                };
+                if let AfterAction::Replace(replacement) = hook.after(&ctx, &view, &result).await {
+                    result = replacement;
+                }
+            }
+            result
+        };
+        let output =
+            until_cancelled(work, &token, config.cancel_grace, ToolError::Cancelled).await?;
+        match &inner.offload {
+            Some(offload) => {
+                let (output, stored) = offload.apply(tool.declaration(), output).await?;
+                *artifact = stored;
+                Ok(output)
+            }
+            None => Ok(output),
+        }
+    }
+}
