@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::progress::{DynProgressSink, ProgressSink, ProgressUpdate};
+
 /// A typed map: at most one value per type, cheap to clone (values are shared).
 ///
 /// The agent layer stores its invocation here; an application may store the current user.
@@ -71,6 +73,7 @@ pub struct ToolContext {
     cancel: CancellationToken,
     deadline: Option<Instant>,
     extensions: Extensions,
+    progress: Option<DynProgressSink>,
 }
 
 impl ToolContext {
@@ -109,6 +112,25 @@ impl ToolContext {
             None => deadline,
         });
         self
+    }
+
+    /// Sends this call's progress reports to `sink` (an MCP server forwards them to a client
+    /// that asked for progress).
+    pub fn with_progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
+        self.progress = Some(DynProgressSink(sink));
+        self
+    }
+
+    /// Reports progress to whoever watches this call; does nothing when nobody does.
+    pub fn report_progress(&self, update: ProgressUpdate) {
+        if let Some(sink) = &self.progress {
+            sink.0.report(update);
+        }
+    }
+
+    /// Whether anybody watches this call's progress (so a tool can skip building reports).
+    pub fn wants_progress(&self) -> bool {
+        self.progress.is_some()
     }
 
     /// Adds a typed extension value.

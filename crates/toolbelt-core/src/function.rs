@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -15,7 +16,9 @@ use serde_json::Value;
 use crate::declaration::{required_properties, schema_object};
 use crate::schema::{is_object_schema, schema_for};
 use crate::stream::{StreamSender, ToolStream, collect_stream, tool_stream};
-use crate::{BoxError, Declaration, Payload, ToolContext, ToolError, ToolMeta, ToolOutput};
+use crate::{
+    BoxError, Declaration, Payload, ProgressUpdate, ToolContext, ToolError, ToolMeta, ToolOutput,
+};
 
 type CallFn = dyn Fn(
         ToolContext,
@@ -360,7 +363,21 @@ impl crate::Tool for StreamingFunctionTool {
     }
 
     async fn call(&self, ctx: ToolContext, args: &str) -> Result<ToolOutput, ToolError> {
-        collect_stream(self.call_stream(ctx, args).await?).await
+        let stream = self.call_stream(ctx.clone(), args).await?;
+        if !ctx.wants_progress() {
+            return collect_stream(stream).await;
+        }
+        // Someone watches this call: report every chunk as it arrives, then merge as usual.
+        let mut count = 0.0;
+        let reported = stream.inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                count += 1.0;
+                ctx.report_progress(
+                    ProgressUpdate::new(count).with_message(chunk.content.to_text()),
+                );
+            }
+        });
+        collect_stream(Box::pin(reported)).await
     }
 
     fn is_streaming(&self) -> bool {

@@ -73,6 +73,7 @@ mod filter;
 mod function;
 mod name;
 mod output;
+mod progress;
 pub mod schema;
 mod stream;
 mod tool;
@@ -85,6 +86,7 @@ pub use filter::{FilteredToolSet, ToolFilter, ToolSetExt};
 pub use function::{FunctionTool, StreamingFunctionTool, decode_args};
 pub use name::{MAX_TOOL_NAME_LEN, ToolName};
 pub use output::{ContentBlock, Payload, ToolOutput};
+pub use progress::{DynProgressSink, ProgressSink, ProgressUpdate};
 pub use stream::{
     ChunkMetadata, StreamChunk, StreamClosed, StreamSender, ToolStream, collect_stream,
     single_chunk_stream, tool_stream,

@@ -188,3 +188,37 @@ async fn a_plain_tool_streams_as_one_chunk() {
     assert_eq!(chunks.len(), 1);
     assert_eq!(chunks[0].as_ref().unwrap().content.to_text(), "whole");
 }
+
+#[tokio::test]
+async fn a_watched_streaming_call_reports_each_chunk_as_progress() {
+    use std::sync::Mutex;
+    use toolbelt_core::ProgressUpdate;
+
+    let tool = StreamingFunctionTool::new(
+        "words",
+        "Words",
+        |_ctx, c: Count, tx: StreamSender| async move {
+            for i in 0..c.n {
+                tx.send(StreamChunk::new(format!("w{i}"))).await?;
+            }
+            Ok::<_, StreamClosed>(())
+        },
+    )
+    .unwrap();
+    let seen: Arc<Mutex<Vec<ProgressUpdate>>> = Arc::default();
+    let sink = seen.clone();
+    let ctx = ToolContext::new().with_progress(Arc::new(move |u: ProgressUpdate| {
+        sink.lock().unwrap().push(u);
+    }));
+    let out = tool.call(ctx, r#"{"n": 3}"#).await.unwrap();
+    assert_eq!(out.llm_text(), "w0w1w2");
+    let seen = seen.lock().unwrap();
+    let progress: Vec<(f64, Option<&str>)> = seen
+        .iter()
+        .map(|u| (u.progress, u.message.as_deref()))
+        .collect();
+    assert_eq!(
+        progress,
+        [(1.0, Some("w0")), (2.0, Some("w1")), (3.0, Some("w2"))]
+    );
+}
