@@ -1,0 +1,182 @@
+//! Chat messages: what the conversation sent to a model is made of.
+//!
+//! The shapes follow the OpenAI chat completions wire format (roles `system`, `user`,
+//! `assistant` with `tool_calls`, and `tool` with `tool_call_id`) because every provider this
+//! crate talks to accepts it; they serialize to exactly that format.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions from the application.
+    System,
+    /// The human (or the calling program).
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call, answering one of the assistant's `tool_calls`.
+    Tool,
+}
+
+impl Role {
+    /// The wire name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// The function part of a tool call: which tool and with what arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name as the model wrote it (it may not exist).
+    #[serde(default)]
+    pub name: String,
+    /// The arguments as raw JSON text, exactly as the model produced them (possibly
+    /// malformed or empty).
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// One tool call requested by the assistant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the tool's result must quote in [`Message::tool_call_id`].
+    #[serde(default)]
+    pub id: String,
+    /// Always `"function"` on the wire.
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    /// The tool and its arguments.
+    #[serde(default)]
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".to_string()
+}
+
+impl ToolCall {
+    /// A function call with this id, tool name and raw JSON arguments.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            kind: function_kind(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+        }
+    }
+
+    /// The tool's name (shorthand for `function.name`).
+    pub fn name(&self) -> &str {
+        &self.function.name
+    }
+
+    /// The raw JSON arguments (shorthand for `function.arguments`).
+    pub fn arguments(&self) -> &str {
+        &self.function.arguments
+    }
+}
+
+/// One message of a conversation.
+///
+/// ```
+/// use toolbelt_model::{Message, Role, ToolCall};
+/// let call = ToolCall::new("call_1", "calculator", r#"{"a":1}"#);
+/// let asked = Message::assistant_tool_calls("", vec![call]);
+/// let answer = Message::tool("call_1", "calculator", "2");
+/// assert_eq!(asked.role, Role::Assistant);
+/// assert_eq!(answer.tool_call_id.as_deref(), Some("call_1"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text. Assistant messages that only call tools have an empty content (the client
+    /// sends it as `null`, which some servers require).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub content: String,
+    /// Reasoning text some providers return separately (`reasoning_content`); kept for display
+    /// and history, never sent back to the model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+    /// The tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The tool's name on a `tool` message (some providers want it), or a participant name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(de)?.unwrap_or_default())
+}
+
+impl Message {
+    fn with_role(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::with_role(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::with_role(Role::User, content)
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::with_role(Role::Assistant, content)
+    }
+
+    /// An assistant message that calls tools (the text may be empty).
+    pub fn assistant_tool_calls(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            tool_calls,
+            ..Self::with_role(Role::Assistant, content)
+        }
+    }
+
+    /// The result of the tool call `tool_call_id` of tool `name`.
+    pub fn tool(
+        tool_call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool_call_id: Some(tool_call_id.into()),
+            name: Some(name.into()),
+            ..Self::with_role(Role::Tool, content)
+        }
+    }
+
+    /// Whether this is an assistant message that calls at least one tool.
+    pub fn has_tool_calls(&self) -> bool {
+        self.role == Role::Assistant && !self.tool_calls.is_empty()
+    }
+}

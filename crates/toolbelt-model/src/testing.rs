@@ -1,0 +1,396 @@
+//! A scriptable OpenAI-compatible server on 127.0.0.1, for tests and benchmarks of code that
+//! talks to a model (feature `test-server`).
+//!
+//! The server answers `POST /v1/chat/completions` with the next [`Reply`] of its script (or
+//! from a function of the request), streaming it as server-sent events when the request asks
+//! for `stream: true` and as one JSON body otherwise. It records every request so a test can
+//! assert what the model was sent. Responses carry fields no client knows about, so clients
+//! are tested for tolerance on every call.
+//!
+//! ```
+//! use toolbelt_model::testing::{Reply, ScriptedServer};
+//! use toolbelt_model::{Message, Model, OpenAiConfig, OpenAiModel, Request};
+//! use futures::StreamExt;
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let server = ScriptedServer::start([Reply::text("hello")]).await.unwrap();
+//! let model = OpenAiModel::new(OpenAiConfig::new(server.base_url(), "scripted")).unwrap();
+//! let mut stream = model.generate(Request::new(vec![Message::user("hi")])).await.unwrap();
+//! let response = stream.next().await.unwrap().unwrap();
+//! assert_eq!(response.message.unwrap().content, "hello");
+//! assert_eq!(server.requests()[0].body["messages"][0]["content"], "hi");
+//! # });
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::routing::post;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::ToolCall;
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// An assistant message: text and tool calls (either may be empty).
+    Message {
+        /// The text.
+        content: String,
+        /// The tool calls.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// An error status with an OpenAI-style error body.
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The `Retry-After` header, if any.
+        retry_after: Option<String>,
+        /// The error message.
+        message: String,
+    },
+    /// Starts streaming, sends `content` and then goes silent for `pause` before finishing,
+    /// to exercise idle timeouts.
+    Stall {
+        /// Text sent before the pause.
+        content: String,
+        /// How long nothing is sent.
+        pause: Duration,
+    },
+}
+
+impl Reply {
+    /// A final text answer.
+    pub fn text(content: impl Into<String>) -> Self {
+        Reply::Message {
+            content: content.into(),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// One tool call.
+    pub fn tool_call(id: &str, name: &str, arguments: &str) -> Self {
+        Self::tool_calls([(id, name, arguments)])
+    }
+
+    /// Several tool calls in one turn, as `(id, name, arguments)`.
+    pub fn tool_calls<'a>(calls: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> Self {
+        Reply::Message {
+            content: String::new(),
+            tool_calls: calls
+                .into_iter()
+                .map(|(id, name, args)| ToolCall::new(id, name, args))
+                .collect(),
+        }
+    }
+
+    /// An error status.
+    pub fn status(status: u16, message: impl Into<String>) -> Self {
+        Reply::Status {
+            status,
+            retry_after: None,
+            message: message.into(),
+        }
+    }
+
+    /// A 429 with `Retry-After: <seconds>`.
+    pub fn rate_limited(retry_after_secs: &str) -> Self {
+        Reply::Status {
+            status: 429,
+            retry_after: Some(retry_after_secs.to_string()),
+            message: "rate limit reached, slow down".to_string(),
+        }
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// The headers, names lower-cased (a repeated header keeps its last value).
+    pub headers: HashMap<String, String>,
+    /// The JSON body (`Value::Null` if it was not JSON).
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The `messages` of the body.
+    pub fn messages(&self) -> &[Value] {
+        self.body["messages"].as_array().map_or(&[], Vec::as_slice)
+    }
+
+    /// The names of the tools offered.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
+
+struct Shared {
+    script: Mutex<VecDeque<Reply>>,
+    responder: Option<Box<Responder>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+}
+
+/// A running scripted server; it stops when dropped.
+pub struct ScriptedServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for ScriptedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ScriptedServer {
+    /// Starts a server that answers with `replies` in order; once they run out it answers
+    /// 500 "script exhausted", so a loop that calls the model too often fails loudly.
+    pub async fn start(replies: impl IntoIterator<Item = Reply>) -> std::io::Result<Self> {
+        Self::spawn(Shared {
+            script: Mutex::new(replies.into_iter().collect()),
+            responder: None,
+            requests: Mutex::new(Vec::new()),
+        })
+        .await
+    }
+
+    /// Starts a server that computes each reply from the request (after any pushed replies
+    /// are used up).
+    pub async fn start_with(
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        Self::spawn(Shared {
+            script: Mutex::new(VecDeque::new()),
+            responder: Some(Box::new(responder)),
+            requests: Mutex::new(Vec::new()),
+        })
+        .await
+    }
+
+    async fn spawn(shared: Shared) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(shared);
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app).await {
+                tracing::warn!(%error, "scripted model server stopped");
+            }
+        });
+        Ok(Self { addr, shared, task })
+    }
+
+    /// The base URL to configure a client with (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Appends replies to the script.
+    pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
+        lock(&self.shared.script).extend(replies);
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// How many replies of the script are still unused.
+    pub fn remaining(&self) -> usize {
+        lock(&self.shared.script).len()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panicking test thread must not turn every later request into a second panic.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn complete(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> HttpResponse {
+    let recorded = RecordedRequest {
+        headers: headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let next = lock(&shared.script).pop_front();
+    let reply = match (next, &shared.responder) {
+        (Some(reply), _) => reply,
+        (None, Some(responder)) => responder(&recorded),
+        (None, None) => Reply::status(500, "script exhausted"),
+    };
+    let stream = recorded.body["stream"].as_bool().unwrap_or(false);
+    let model = recorded.body["model"]
+        .as_str()
+        .unwrap_or("scripted")
+        .to_string();
+    lock(&shared.requests).push(recorded);
+    match reply {
+        Reply::Status {
+            status,
+            retry_after,
+            message,
+        } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = json!({"error": {"message": message, "type": "scripted", "code": null}});
+            let mut response = (status, axum::Json(body)).into_response();
+            if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {
+                response.headers_mut().insert("retry-after", value);
+            }
+            response
+        }
+        Reply::Message {
+            content,
+            tool_calls,
+        } if !stream => axum::Json(completion(&model, &content, &tool_calls)).into_response(),
+        Reply::Message {
+            content,
+            tool_calls,
+        } => sse(chunks(&model, &content, &tool_calls), None),
+        Reply::Stall { content, pause } => {
+            let first = vec![chunk(
+                &model,
+                json!({"role": "assistant", "content": content}),
+                None,
+            )];
+            sse(first, Some(pause))
+        }
+    }
+}
+
+const USAGE: Value = Value::Null;
+
+fn usage() -> Value {
+    json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18,
+           "prompt_tokens_details": {"cached_tokens": 0}})
+}
+
+fn completion(model: &str, content: &str, tool_calls: &[ToolCall]) -> Value {
+    let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = json!(tool_calls);
+        if content.is_empty() {
+            message["content"] = Value::Null;
+        }
+    }
+    let finish = if tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": "fp_scripted",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+        "usage": usage(),
+        "x_unknown_extension": {"nested": [1, 2, 3]},
+    })
+}
+
+fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
+    json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": "fp_scripted",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        "usage": USAGE,
+    })
+    .to_string()
+}
+
+/// Splits a reply the way real servers stream: text a few characters at a time, each tool
+/// call's id and name first and its arguments in pieces.
+fn chunks(model: &str, content: &str, tool_calls: &[ToolCall]) -> Vec<String> {
+    let mut out = vec![chunk(
+        model,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )];
+    let chars: Vec<char> = content.chars().collect();
+    for piece in chars.chunks(3) {
+        let text: String = piece.iter().collect();
+        out.push(chunk(model, json!({"content": text}), None));
+    }
+    for (index, call) in tool_calls.iter().enumerate() {
+        let head = json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+                          "function": {"name": call.function.name, "arguments": ""}}]});
+        out.push(chunk(model, head, None));
+        let args: Vec<char> = call.function.arguments.chars().collect();
+        for piece in args.chunks(4) {
+            let text: String = piece.iter().collect();
+            let part = json!({"tool_calls": [{"index": index, "function": {"arguments": text}}]});
+            out.push(chunk(model, part, None));
+        }
+    }
+    let finish = if tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    out.push(chunk(model, json!({}), Some(finish)));
+    out.push(
+        json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
+               "choices": [], "usage": usage()})
+        .to_string(),
+    );
+    out.push("[DONE]".to_string());
+    out
+}
+
+fn sse(events: Vec<String>, pause: Option<Duration>) -> HttpResponse {
+    let body = futures::stream::iter(events)
+        .map(|data| Ok::<_, Infallible>(format!("data: {data}\n\n")))
+        .chain(futures::stream::once(async move {
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
+            Ok(String::new())
+        }));
+    HttpResponse::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

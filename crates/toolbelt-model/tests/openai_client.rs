@@ -1,0 +1,300 @@
+//! The OpenAI-compatible client against the scripted server on 127.0.0.1.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use toolbelt_core::Declaration;
+use toolbelt_model::testing::{Reply, ScriptedServer};
+use toolbelt_model::{
+    FinishReason, GenerationConfig, Message, Model, ModelError, OpenAiConfig, OpenAiModel, Request,
+    Response, RetryPolicy, ToolCall, ToolChoice,
+};
+
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 2,
+        min_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        max_retry_after: Duration::from_secs(5),
+    }
+}
+
+fn client(server: &ScriptedServer) -> OpenAiModel {
+    let config = OpenAiConfig::new(server.base_url(), "scripted-model").with_retry(fast_retries());
+    OpenAiModel::new(config).unwrap()
+}
+
+async fn collect(model: &OpenAiModel, request: Request) -> Result<Vec<Response>, ModelError> {
+    let mut stream = model.generate(request).await?;
+    let mut out = Vec::new();
+    while let Some(item) = stream.next().await {
+        out.push(item?);
+    }
+    Ok(out)
+}
+
+fn streaming(messages: Vec<Message>) -> Request {
+    Request::new(messages).with_config(GenerationConfig::streaming())
+}
+
+#[tokio::test]
+async fn streamed_deltas_concatenated_equal_the_final_message() {
+    let server = ScriptedServer::start([Reply::text("The answer is forty-two, ünïcode included.")])
+        .await
+        .unwrap();
+    let responses = collect(&client(&server), streaming(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    let (last, partials) = responses.split_last().unwrap();
+    assert!(
+        partials.len() > 3,
+        "the text should arrive in several deltas"
+    );
+    assert!(partials.iter().all(|r| r.partial));
+    let concatenated: String = partials.iter().map(|r| r.delta.content.as_str()).collect();
+    let message = last.message.as_ref().unwrap();
+    assert!(!last.partial);
+    assert_eq!(concatenated, message.content);
+    assert_eq!(
+        message.content,
+        "The answer is forty-two, ünïcode included."
+    );
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(last.usage.unwrap().total_tokens, 18);
+    assert_eq!(last.model, "scripted-model");
+}
+
+#[tokio::test]
+async fn streamed_tool_call_arguments_are_assembled_by_index() {
+    let server = ScriptedServer::start([Reply::tool_calls([
+        ("call_a", "read", r#"{"path":"src/lib.rs","limit":20}"#),
+        ("call_b", "grep", r#"{"pattern":"fn main"}"#),
+        ("call_c", "glob", "{}"),
+    ])])
+    .await
+    .unwrap();
+    let responses = collect(&client(&server), streaming(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    let last = responses.last().unwrap();
+    assert_eq!(
+        last.tool_calls(),
+        &[
+            ToolCall::new("call_a", "read", r#"{"path":"src/lib.rs","limit":20}"#),
+            ToolCall::new("call_b", "grep", r#"{"pattern":"fn main"}"#),
+            ToolCall::new("call_c", "glob", "{}"),
+        ]
+    );
+    assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
+    let fragments: usize = responses.iter().map(|r| r.delta.tool_calls.len()).sum();
+    assert!(fragments > 3, "arguments should arrive in pieces");
+}
+
+#[tokio::test]
+async fn non_streaming_yields_one_final_response_with_usage() {
+    let server = ScriptedServer::start([
+        Reply::text("plain"),
+        Reply::tool_call("c1", "read", r#"{"path":"a"}"#),
+    ])
+    .await
+    .unwrap();
+    let model = client(&server);
+    let responses = collect(&model, Request::new(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    assert_eq!(responses.len(), 1);
+    assert!(!responses[0].partial);
+    assert_eq!(responses[0].message.as_ref().unwrap().content, "plain");
+    assert_eq!(responses[0].usage.unwrap().prompt_tokens, 11);
+
+    let responses = collect(&model, Request::new(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        responses[0].tool_calls(),
+        &[ToolCall::new("c1", "read", r#"{"path":"a"}"#)]
+    );
+    assert_eq!(server.requests()[0].body["stream"], false);
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_the_servers_retry_after() {
+    let server = ScriptedServer::start([Reply::rate_limited("0"), Reply::text("made it")])
+        .await
+        .unwrap();
+    // The computed backoff is an hour: finishing at all shows Retry-After replaced it.
+    let retry = RetryPolicy {
+        max_retries: 1,
+        min_delay: Duration::from_secs(3600),
+        max_delay: Duration::from_secs(3600),
+        max_retry_after: Duration::from_secs(5),
+    };
+    let model =
+        OpenAiModel::new(OpenAiConfig::new(server.base_url(), "m").with_retry(retry)).unwrap();
+    let call = collect(&model, streaming(vec![Message::user("q")]));
+    let responses = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("Retry-After: 0 should have been honoured")
+        .unwrap();
+    assert_eq!(
+        responses.last().unwrap().message.as_ref().unwrap().content,
+        "made it"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_up_to_the_limit_then_reported() {
+    let server = ScriptedServer::start([
+        Reply::status(503, "overloaded"),
+        Reply::status(502, "bad gateway"),
+        Reply::status(500, "still broken"),
+        Reply::text("never reached"),
+    ])
+    .await
+    .unwrap();
+    let err = collect(&client(&server), Request::new(vec![Message::user("q")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ModelError::Status { status: 500, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("still broken"), "{err}");
+    assert_eq!(server.requests().len(), 3, "one attempt and two retries");
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried() {
+    let server =
+        ScriptedServer::start([Reply::status(400, "tools[0] is invalid"), Reply::text("x")])
+            .await
+            .unwrap();
+    let err = collect(&client(&server), Request::new(vec![Message::user("q")]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Status { status: 400, .. }));
+    assert!(!err.is_retryable());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn api_key_and_extra_headers_are_sent() {
+    let server = ScriptedServer::start([Reply::text("ok")]).await.unwrap();
+    let config = OpenAiConfig::new(format!("{}/", server.base_url()), "m")
+        .with_api_key("sk-test")
+        .with_header("X-Project", "toolbelt");
+    collect(
+        &OpenAiModel::new(config).unwrap(),
+        Request::new(vec![Message::user("q")]),
+    )
+    .await
+    .unwrap();
+    let request = &server.requests()[0];
+    assert_eq!(request.headers["authorization"], "Bearer sk-test");
+    assert_eq!(request.headers["x-project"], "toolbelt");
+}
+
+#[tokio::test]
+async fn the_request_carries_tools_choice_parallelism_and_generation_config() {
+    let server = ScriptedServer::start([Reply::text("ok")]).await.unwrap();
+    let declaration = Declaration::new("read", "Reads a file")
+        .unwrap()
+        .with_input_schema(serde_json::json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"]
+        }))
+        .unwrap();
+    let request = Request::new(vec![Message::system("be brief"), Message::user("q")])
+        .with_tools(vec![declaration])
+        .with_tool_choice(ToolChoice::Tool("read".into()))
+        .with_parallel_tool_calls(false)
+        .with_config(GenerationConfig {
+            stream: true,
+            max_tokens: Some(64),
+            temperature: Some(0.5),
+            stop: vec!["END".into()],
+            ..GenerationConfig::default()
+        });
+    collect(&client(&server), request).await.unwrap();
+    let body = &server.requests()[0].body;
+    assert_eq!(body["model"], "scripted-model");
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(
+        body["tools"][0]["function"]["parameters"]["required"][0],
+        "path"
+    );
+    assert_eq!(body["tool_choice"]["function"]["name"], "read");
+    assert_eq!(body["parallel_tool_calls"], false);
+    assert_eq!(body["max_tokens"], 64);
+    assert_eq!(body["temperature"], 0.5);
+    assert_eq!(body["stop"][0], "END");
+    assert_eq!(body["stream_options"]["include_usage"], true);
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_ends_with_an_idle_timeout() {
+    let server = ScriptedServer::start([Reply::Stall {
+        content: "partial".into(),
+        pause: Duration::from_secs(30),
+    }])
+    .await
+    .unwrap();
+    let config = OpenAiConfig::new(server.base_url(), "m")
+        .with_retry(RetryPolicy::none())
+        .with_timeouts(Duration::from_secs(5), Duration::from_millis(200));
+    let model = OpenAiModel::new(config).unwrap();
+    let mut stream = model
+        .generate(streaming(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first.delta.content, "partial");
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err}");
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after its error"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_transport_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let config =
+        OpenAiConfig::new(format!("http://{addr}/v1"), "m").with_retry(RetryPolicy::none());
+    let err = collect(&OpenAiModel::new(config).unwrap(), Request::new(vec![]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Transport(_)), "{err}");
+}
+
+#[test]
+fn missing_configuration_names_the_variables_to_set() {
+    let err = OpenAiConfig::from_values(None, None, None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no model configured: set OPENAI_BASE_URL and TOOLBELT_MODEL (or pass them as options)"
+    );
+    let err =
+        OpenAiConfig::from_values(Some("http://127.0.0.1:1/v1".into()), None, None).unwrap_err();
+    assert!(
+        matches!(err, ModelError::NotConfigured { ref missing } if missing == &["TOOLBELT_MODEL"])
+    );
+    let only_key = OpenAiConfig::from_values(None, Some("k".into()), Some("m".into())).unwrap();
+    assert_eq!(only_key.base_url, toolbelt_model::OPENAI_DEFAULT_BASE_URL);
+}
+
+#[test]
+fn bad_base_urls_and_headers_are_configuration_errors() {
+    let err = OpenAiModel::new(OpenAiConfig::new("127.0.0.1:8000", "m")).unwrap_err();
+    assert!(matches!(err, ModelError::InvalidConfig(_)));
+    let config = OpenAiConfig::new("http://127.0.0.1:1", "m").with_header("bad header", "v");
+    assert!(matches!(
+        OpenAiModel::new(config),
+        Err(ModelError::InvalidConfig(_))
+    ));
+}
