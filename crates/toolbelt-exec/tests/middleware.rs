@@ -1,0 +1,475 @@
+//! The built-in middleware: timeout, retry and audit.
+
+mod common;
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{any_object, tool};
+use toolbelt_core::{DynTool, ToolContext, ToolError, ToolMeta, ToolOutput};
+use toolbelt_exec::{
+    Audit, AuditOutcome, AuditRecord, Executor, Registry, Retry, RetryPolicy, Timeout, ToolCall,
+    default_retry_on, redact_secrets,
+};
+
+fn executor_with(
+    tools: impl IntoIterator<Item = DynTool>,
+    build: impl FnOnce(toolbelt_exec::ExecutorBuilder) -> toolbelt_exec::ExecutorBuilder,
+) -> Executor {
+    let registry = Arc::new(Registry::new());
+    registry.register_all(tools).unwrap();
+    build(Executor::builder(registry)).build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_cancels_the_token_of_a_tool_that_waits_on_it() {
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let saw = saw_cancel.clone();
+    let slow = tool("slow", any_object(), ToolMeta::default(), move |ctx, _| {
+        let saw = saw.clone();
+        async move {
+            assert!(ctx.deadline().is_some(), "the timeout sets a deadline");
+            tokio::select! {
+                () = ctx.cancelled() => {
+                    saw.store(true, Ordering::SeqCst);
+                    Err(ToolError::Cancelled)
+                }
+                () = tokio::time::sleep(Duration::from_secs(3600)) => Ok(ToolOutput::text("finished")),
+            }
+        }
+    });
+    let executor = executor_with([slow], |b| {
+        b.middleware(Timeout::new(Duration::from_millis(50)))
+    });
+    let err = executor
+        .invoke_tool(ToolContext::new(), "slow", "{}")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ToolError::Timeout { limit } if limit == Duration::from_millis(50)),
+        "{err:?}"
+    );
+    assert_eq!(err.for_model(), "Error: tool call timed out after 50ms");
+    assert!(
+        saw_cancel.load(Ordering::SeqCst),
+        "the tool saw its token cancelled"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_limits_can_differ_per_tool_and_fast_calls_pass() {
+    let sleeper = |name: &str| {
+        tool(name, any_object(), ToolMeta::default(), |_, _| async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(ToolOutput::text("done"))
+        })
+    };
+    let executor = executor_with([sleeper("build"), sleeper("lint")], |b| {
+        b.middleware(
+            Timeout::new(Duration::from_secs(1)).for_tool("build", Duration::from_secs(10)),
+        )
+    });
+    assert_eq!(
+        executor
+            .invoke_tool(ToolContext::new(), "build", "{}")
+            .await
+            .unwrap()
+            .llm_text(),
+        "done"
+    );
+    let err = executor
+        .invoke_tool(ToolContext::new(), "lint", "{}")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Timeout { .. }));
+}
+
+/// A tool that fails with `error()` for the first `failures` attempts, then succeeds.
+fn failing_then_ok(
+    name: &str,
+    idempotent: bool,
+    failures: u32,
+    error: fn() -> ToolError,
+    attempts: &Arc<AtomicU32>,
+) -> DynTool {
+    let attempts = attempts.clone();
+    let meta = ToolMeta {
+        idempotent,
+        ..ToolMeta::default()
+    };
+    tool(name, any_object(), meta, move |_, _| {
+        let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            if n <= failures {
+                Err(error())
+            } else {
+                Ok(ToolOutput::text(format!("ok after {n}")))
+            }
+        }
+    })
+}
+
+fn reset() -> ToolError {
+    ToolError::failed(io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        "connection reset by peer",
+    ))
+}
+
+fn policy(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_interval: Duration::from_millis(100),
+        backoff_factor: 2.0,
+        max_interval: Duration::from_millis(250),
+        jitter: false,
+        ..RetryPolicy::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_retries_transient_errors_with_backoff_and_counts_attempts() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let executor = executor_with([failing_then_ok("fetch", true, 2, reset, &attempts)], |b| {
+        b.middleware(Retry::new(policy(5)))
+    });
+    let started = tokio::time::Instant::now();
+    let out = executor
+        .invoke_tool(ToolContext::new(), "fetch", "{}")
+        .await
+        .unwrap();
+    assert_eq!(out.llm_text(), "ok after 3");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    // Paused time advances exactly by the waits: 100 ms, then 200 ms.
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_gives_up_after_max_attempts_including_the_first() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let executor = executor_with(
+        [failing_then_ok("fetch", true, 10, reset, &attempts)],
+        |b| b.middleware(Retry::new(policy(3))),
+    );
+    let err = executor
+        .invoke_tool(ToolContext::new(), "fetch", "{}")
+        .await
+        .unwrap_err();
+    assert!(err.is_transient());
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_stops_on_non_transient_errors() {
+    for error in [
+        (|| ToolError::failed("disk full")) as fn() -> ToolError,
+        || ToolError::Cancelled,
+        || ToolError::Timeout {
+            limit: Duration::from_secs(1),
+        },
+        || ToolError::invalid_arguments("bad"),
+        || ToolError::failed(io::Error::new(io::ErrorKind::PermissionDenied, "denied")),
+    ] {
+        let attempts = Arc::new(AtomicU32::new(0));
+        let executor = executor_with(
+            [failing_then_ok("fetch", true, 10, error, &attempts)],
+            |b| b.middleware(Retry::new(policy(5))),
+        );
+        let err = executor
+            .invoke_tool(ToolContext::new(), "fetch", "{}")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "{err:?} must not be retried"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_leaves_result_level_failures_alone_by_default() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = attempts.clone();
+    let soft = tool(
+        "soft",
+        any_object(),
+        ToolMeta {
+            idempotent: true,
+            ..ToolMeta::default()
+        },
+        move |_, _| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok(ToolOutput::error("no such file")) }
+        },
+    );
+    let executor = executor_with([soft], |b| b.middleware(Retry::new(policy(4))));
+    let out = executor
+        .invoke_tool(ToolContext::new(), "soft", "{}")
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_skips_tools_not_declared_idempotent_unless_the_policy_opts_in() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let executor = executor_with([failing_then_ok("pay", false, 1, reset, &attempts)], |b| {
+        b.middleware(Retry::new(policy(3)))
+    });
+    assert!(
+        executor
+            .invoke_tool(ToolContext::new(), "pay", "{}")
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "a payment is not retried by default"
+    );
+
+    let attempts = Arc::new(AtomicU32::new(0));
+    let opted_in = RetryPolicy {
+        retry_non_idempotent: true,
+        ..policy(3)
+    };
+    let executor = executor_with([failing_then_ok("pay", false, 1, reset, &attempts)], |b| {
+        b.middleware(Retry::new(opted_in))
+    });
+    assert!(
+        executor
+            .invoke_tool(ToolContext::new(), "pay", "{}")
+            .await
+            .is_ok()
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_retry_on_sees_the_attempt_and_can_retry_result_failures() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = attempts.clone();
+    let soft = tool(
+        "soft",
+        any_object(),
+        ToolMeta {
+            idempotent: true,
+            ..ToolMeta::default()
+        },
+        move |_, _| {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                Ok(if n < 3 {
+                    ToolOutput::error("busy")
+                } else {
+                    ToolOutput::text("ok")
+                })
+            }
+        },
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let policy = policy(5).retry_on(move |info| {
+        log.lock().unwrap().push((
+            info.tool_name.to_string(),
+            info.call_id.to_string(),
+            info.attempt,
+        ));
+        default_retry_on(info) || info.result_error
+    });
+    let executor = executor_with([soft], |b| b.middleware(Retry::new(policy)));
+    let result = executor
+        .execute(ToolContext::new(), &ToolCall::new("c42", "soft", "{}"))
+        .await;
+    assert_eq!(result.model_text(), "ok");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("soft".to_string(), "c42".to_string(), 1),
+            ("soft".to_string(), "c42".to_string(), 2)
+        ]
+    );
+}
+
+#[test]
+fn backoff_grows_by_the_factor_up_to_the_cap_and_jitter_stays_in_range() {
+    let p = policy(10);
+    assert_eq!(p.delay_before(2), Duration::from_millis(100));
+    assert_eq!(p.delay_before(3), Duration::from_millis(200));
+    assert_eq!(p.delay_before(4), Duration::from_millis(250));
+    assert_eq!(p.delay_before(9), Duration::from_millis(250));
+    let jittered = RetryPolicy { jitter: true, ..p };
+    for _ in 0..100 {
+        let d = jittered.jittered_delay_before(3);
+        assert!(
+            d >= Duration::from_millis(100) && d <= Duration::from_millis(200),
+            "{d:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_during_a_retry_wait_ends_the_call() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let long_waits = RetryPolicy {
+        initial_interval: Duration::from_secs(60),
+        max_interval: Duration::from_secs(60),
+        ..policy(5)
+    };
+    let executor = executor_with(
+        [failing_then_ok("fetch", true, 10, reset, &attempts)],
+        |b| b.middleware(Retry::new(long_waits)),
+    );
+    let ctx = ToolContext::new();
+    let token = ctx.cancellation().clone();
+    let call = ToolCall::new("c", "fetch", "{}");
+    let (result, ()) = tokio::join!(executor.execute(ctx, &call), async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        token.cancel();
+    });
+    assert!(
+        matches!(result.result, Err(ToolError::Cancelled)),
+        "{:?}",
+        result.result
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn redaction_replaces_secret_values_at_any_depth() {
+    let args = serde_json::json!({
+        "url": "http://127.0.0.1/x",
+        "api_key": "sk-123",
+        "headers": {"Authorization": "Bearer abc", "Accept": "text/html"},
+        "accounts": [{"user": "ada", "password": "hunter2", "accessToken": "t"}],
+        "client_secret": {"nested": "deep"}
+    });
+    assert_eq!(
+        redact_secrets(&args),
+        serde_json::json!({
+            "url": "http://127.0.0.1/x",
+            "api_key": "[REDACTED]",
+            "headers": {"Authorization": "[REDACTED]", "Accept": "text/html"},
+            "accounts": [{"user": "ada", "password": "[REDACTED]", "accessToken": "[REDACTED]"}],
+            "client_secret": "[REDACTED]"
+        })
+    );
+}
+
+mod capture {
+    //! A tracing layer that keeps the fields of every event.
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, Layer};
+
+    pub type Events = Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>;
+
+    pub struct Capture(pub Events);
+
+    struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+    impl Visit for Fields<'_> {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().to_string(), value.to_string());
+        }
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            self.0.insert(field.name().to_string(), value.to_string());
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .insert(field.name().to_string(), format!("{value:?}"));
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Capture {
+        fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+            let mut fields = BTreeMap::new();
+            event.record(&mut Fields(&mut fields));
+            self.0
+                .lock()
+                .unwrap()
+                .push((event.metadata().target().to_string(), fields));
+        }
+    }
+}
+
+#[tokio::test]
+async fn audit_records_name_call_id_size_duration_and_outcome_with_secrets_redacted() {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let events: capture::Events = Default::default();
+    let subscriber = tracing_subscriber::registry().with(capture::Capture(events.clone()));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let records = Arc::new(Mutex::new(Vec::<AuditRecord>::new()));
+    let sink = records.clone();
+    let login = tool("login", any_object(), ToolMeta::default(), |_, _| async {
+        Ok(ToolOutput::text("welcome"))
+    });
+    let executor = executor_with([login], |b| {
+        b.middleware(
+            Audit::new()
+                .include_arguments(true)
+                .with_sink(move |r| sink.lock().unwrap().push(r.clone())),
+        )
+    });
+    let args = r#"{"user":"ada","password":"hunter2","api_key":"sk-live-123"}"#;
+    let result = executor
+        .execute(ToolContext::new(), &ToolCall::new("call_1", "login", args))
+        .await;
+    assert!(result.is_success());
+
+    let events = events.lock().unwrap();
+    let (_, fields) = events
+        .iter()
+        .find(|(target, _)| target == "toolbelt::audit")
+        .expect("an audit event was recorded");
+    assert_eq!(fields["tool"], "login");
+    assert_eq!(fields["call_id"], "call_1");
+    assert_eq!(fields["argument_bytes"], args.len().to_string());
+    assert_eq!(fields["outcome"], "success");
+    assert!(fields.contains_key("duration_us"));
+    let recorded = &fields["arguments"];
+    assert!(
+        !recorded.contains("hunter2") && !recorded.contains("sk-live-123"),
+        "{recorded}"
+    );
+    assert!(
+        recorded.contains("[REDACTED]") && recorded.contains("ada"),
+        "{recorded}"
+    );
+
+    let records = records.lock().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, AuditOutcome::Success);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(records[0].arguments.as_deref().unwrap())
+            .unwrap(),
+        serde_json::json!({"user": "ada", "password": "[REDACTED]", "api_key": "[REDACTED]"})
+    );
+}
+
+#[tokio::test]
+async fn audit_leaves_arguments_out_by_default_and_names_error_kinds() {
+    let records = Arc::new(Mutex::new(Vec::<AuditRecord>::new()));
+    let sink = records.clone();
+    let broken = tool("broken", any_object(), ToolMeta::default(), |_, _| async {
+        Err(ToolError::failed("nope"))
+    });
+    let executor = executor_with([broken], |b| {
+        b.middleware(Audit::new().with_sink(move |r| sink.lock().unwrap().push(r.clone())))
+    });
+    let _ = executor
+        .invoke_tool(ToolContext::new(), "broken", r#"{"token":"x"}"#)
+        .await;
+    let records = records.lock().unwrap();
+    assert_eq!(records[0].arguments, None);
+    assert_eq!(records[0].argument_bytes, r#"{"token":"x"}"#.len());
+    assert_eq!(records[0].outcome, AuditOutcome::Error("failed"));
+}
