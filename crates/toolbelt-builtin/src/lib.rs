@@ -1,3 +1,64 @@
-//! Built-in tools for coding agents, confined to a base directory.
+//! # toolbelt-builtin: the tools a coding agent lives in
 //!
-//! (Work in progress.)
+//! A [`BuiltinToolSet`] (default name `builtin`) exposes Claude Code's file tools, with
+//! Claude Code's tool and parameter names so models trained on them use them well:
+//!
+//! | tool | does |
+//! |---|---|
+//! | `Read` | text with line numbers, images as image blocks, notebooks as cells |
+//! | `Glob` | files by glob pattern, byte-wise sorted, limited |
+//! | `Grep` | regex search with ripgrep's libraries, sorted by path and line, paged |
+//! | `Write` | creates or replaces a file atomically (not in read-only mode) |
+//! | `Edit` | exact string replacement with a unified diff (not in read-only mode) |
+//! | `NotebookEdit` | replaces, inserts or deletes notebook cells (not in read-only mode) |
+//!
+//! Every path is confined to the base directory, checked again at use time
+//! ([`confine`] documents the guarantee and its limits). Files are reached through the
+//! [`fs::FileOps`] trait and searches through [`search::SearchBackend`], so the same tools can
+//! work on a remote machine or in a sandbox; local implementations are the default, and
+//! [`search::ExternalSearch`] runs `rg`/`fd` instead of the in-process search.
+//!
+//! Write, Edit and NotebookEdit change an existing file only after it was fully Read through
+//! the same tool set, and refuse when it changed on disk since ([`fs::ReadState`]).
+//!
+//! ## Example
+//!
+//! ```
+//! use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
+//! use toolbelt_core::{Tool, ToolContext};
+//!
+//! # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n")?;
+//!
+//! let set = BuiltinToolSet::new(BuiltinOptions::new(dir.path()))?;
+//! let tool = |name: &str| set.tool_list().iter().find(|t| t.name() == name).unwrap().clone();
+//!
+//! let read = tool("Read").call(ToolContext::new(), r#"{"file_path": "notes.txt"}"#).await?;
+//! assert_eq!(read.llm_text(), "     1\talpha\n     2\tbeta\n");
+//!
+//! let edit = tool("Edit")
+//!     .call(
+//!         ToolContext::new(),
+//!         r#"{"file_path": "notes.txt", "old_string": "beta", "new_string": "gamma"}"#,
+//!     )
+//!     .await?;
+//! assert!(!edit.is_error);
+//! assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt"))?, "alpha\ngamma\n");
+//!
+//! let outside = tool("Read").call(ToolContext::new(), r#"{"file_path": "../x"}"#).await?;
+//! assert!(outside.is_error);
+//! assert!(outside.llm_text().contains("path is outside the base directory"));
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+pub mod confine;
+pub mod fs;
+pub mod search;
+mod toolset;
+
+pub use toolset::{
+    BuiltinEnv, BuiltinOptions, BuiltinToolSet, DEFAULT_MAX_FILE_SIZE, DEFAULT_NAME, FileOptions,
+    SearchOptions,
+};

@@ -1,0 +1,374 @@
+//! [`LocalSearch`]: Glob and Grep in-process, on ripgrep's own libraries (`ignore` for the
+//! parallel walk, `grep-regex`, `grep-searcher` and `grep-printer`), so the output is the
+//! output `rg --sort path` prints for the same options.
+//!
+//! Files are searched in parallel in whatever order the threads reach them; each file's
+//! output is offered to a [`Selection`] that keeps only what the limit can still select
+//! (the files with the smallest paths), so a small `head_limit` bounds memory by the limit,
+//! not by the size of the tree, and the selected results are the same on every run.
+
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use globset::GlobBuilder;
+use grep_printer::{StandardBuilder, SummaryBuilder, SummaryKind};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
+use ignore::WalkState;
+use ignore::types::TypesBuilder;
+
+use super::{
+    GlobQuery, GlobResults, GrepOutputMode, GrepQuery, GrepResults, SearchBackend, SearchError,
+    rules,
+};
+
+/// In-process search below a base directory (the default backend).
+///
+/// ```
+/// use toolbelt_builtin::search::LocalSearch;
+/// let dir = tempfile::tempdir()?;
+/// let search = LocalSearch::new(dir.path())?.with_threads(2);
+/// # let _ = search;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LocalSearch {
+    base: PathBuf,
+    threads: usize,
+}
+
+impl LocalSearch {
+    /// Searches below `base` (canonicalized now); paths are shown relative to it.
+    pub fn new(base: impl AsRef<Path>) -> std::io::Result<Self> {
+        Ok(Self {
+            base: std::fs::canonicalize(base)?,
+            threads: 0,
+        })
+    }
+
+    /// Uses `threads` walker threads (0, the default, picks one per core).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Runs a content search on the calling thread (it blocks; the async trait method runs
+    /// it on the blocking pool).
+    pub fn grep_blocking(&self, query: &GrepQuery) -> Result<GrepResults, SearchError> {
+        grep(&self.base, self.threads, query)
+    }
+
+    /// Runs a file-name search on the calling thread.
+    pub fn glob_blocking(&self, query: &GlobQuery) -> Result<GlobResults, SearchError> {
+        glob(&self.base, self.threads, query)
+    }
+}
+
+#[async_trait]
+impl SearchBackend for LocalSearch {
+    async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.grep_blocking(&query))
+            .await
+            .map_err(|e| SearchError::Failed(format!("search did not complete: {e}")))?
+    }
+
+    async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.glob_blocking(&query))
+            .await
+            .map_err(|e| SearchError::Failed(format!("search did not complete: {e}")))?
+    }
+}
+
+/// The regex matcher with rg's defaults for these options.
+pub(crate) fn build_matcher(query: &GrepQuery) -> Result<RegexMatcher, SearchError> {
+    let mut builder = RegexMatcherBuilder::new();
+    builder
+        .case_insensitive(query.case_insensitive)
+        .multi_line(true)
+        .unicode(true)
+        .octal(false);
+    if query.multiline {
+        builder.dot_matches_new_line(true);
+    } else {
+        builder.line_terminator(Some(b'\n'));
+    }
+    builder
+        .build(&query.pattern)
+        .map_err(|e| SearchError::InvalidRegex(e.to_string()))
+}
+
+fn build_searcher(query: &GrepQuery) -> Searcher {
+    let content = query.output_mode == GrepOutputMode::Content;
+    SearcherBuilder::new()
+        .line_number(content && query.line_numbers)
+        .multi_line(query.multiline)
+        .before_context(if content { query.before_context } else { 0 })
+        .after_context(if content { query.after_context } else { 0 })
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .build()
+}
+
+/// Keeps the part of a sorted answer that an offset and a limit can still select.
+struct Selection {
+    /// Results (lines) needed: offset + limit; `None` keeps everything.
+    needed: Option<usize>,
+    /// Whether a `--` line separates consecutive files (content mode with context).
+    separated: bool,
+    /// Kept file outputs, in path order.
+    files: BTreeMap<PathBuf, Vec<String>>,
+    kept_lines: usize,
+    total_lines: usize,
+    files_with_output: usize,
+}
+
+impl Selection {
+    fn new(needed: Option<usize>, separated: bool) -> Self {
+        Self {
+            needed,
+            separated,
+            files: BTreeMap::new(),
+            kept_lines: 0,
+            total_lines: 0,
+            files_with_output: 0,
+        }
+    }
+
+    /// Whether a file at `path` could still be selected (so is worth keeping).
+    fn could_select(&self, path: &Path) -> bool {
+        match self.needed {
+            None => true,
+            Some(needed) => {
+                self.kept_lines < needed
+                    || self
+                        .files
+                        .last_key_value()
+                        .is_some_and(|(last, _)| path < last.as_path())
+            }
+        }
+    }
+
+    fn offer(&mut self, path: PathBuf, lines: Vec<String>) {
+        if lines.is_empty() {
+            return;
+        }
+        self.total_lines += lines.len();
+        self.files_with_output += 1;
+        if !self.could_select(&path) {
+            return;
+        }
+        self.kept_lines += lines.len();
+        self.files.insert(path, lines);
+        if let Some(needed) = self.needed {
+            // Drop the last files while the others alone still cover what is needed.
+            while let Some((_, last)) = self.files.last_key_value() {
+                if self.kept_lines - last.len() >= needed {
+                    self.kept_lines -= last.len();
+                    self.files.pop_last();
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn finish(self, offset: usize, limit: Option<usize>) -> GrepResults {
+        let separators = if self.separated {
+            self.files_with_output.saturating_sub(1)
+        } else {
+            0
+        };
+        let total = self.total_lines + separators;
+        let end = limit.map(|l| offset.saturating_add(l));
+        let selected = |index: usize| index >= offset && end.is_none_or(|end| index < end);
+        let mut lines = Vec::new();
+        let mut index = 0usize;
+        for (i, (_, file_lines)) in self.files.into_iter().enumerate() {
+            if self.separated && i > 0 {
+                if selected(index) {
+                    lines.push("--".to_string());
+                }
+                index += 1;
+            }
+            for line in file_lines {
+                if selected(index) {
+                    lines.push(line);
+                }
+                index += 1;
+            }
+            if end.is_some_and(|end| index >= end) {
+                break;
+            }
+        }
+        GrepResults { lines, total }
+    }
+}
+
+fn grep(base: &Path, threads: usize, query: &GrepQuery) -> Result<GrepResults, SearchError> {
+    let matcher = build_matcher(query)?;
+    let overrides = rules::overrides(base, query.glob.as_deref())
+        .map_err(|e| SearchError::InvalidGlob(e.to_string()))?;
+    let mut walker = rules::walk_builder(&query.root, query.include_ignored);
+    walker.overrides(overrides).threads(threads);
+    if let Some(name) = &query.file_type {
+        let types = TypesBuilder::new()
+            .add_defaults()
+            .select(name)
+            .build()
+            .map_err(|_| SearchError::UnknownType(name.clone()))?;
+        walker.types(types);
+    }
+    let needed = query.head_limit.map(|l| query.offset.saturating_add(l));
+    let separated = query.output_mode == GrepOutputMode::Content
+        && (query.before_context > 0 || query.after_context > 0);
+    let selection = Mutex::new(Selection::new(needed, separated));
+    let first_error: Mutex<Option<String>> = Mutex::new(None);
+    walker.build_parallel().run(|| {
+        let matcher = matcher.clone();
+        let mut searcher = build_searcher(query);
+        let selection = &selection;
+        let first_error = &first_error;
+        let mode = query.output_mode;
+        let mut standard = StandardBuilder::new()
+            .heading(false)
+            .path(true)
+            .separator_search(None)
+            .build_no_color(Vec::<u8>::new());
+        let summary_kind = match mode {
+            GrepOutputMode::Count => SummaryKind::Count,
+            _ => SummaryKind::PathWithMatch,
+        };
+        let mut summary = SummaryBuilder::new()
+            .kind(summary_kind)
+            .path(true)
+            .build_no_color(Vec::<u8>::new());
+        Box::new(move |entry| {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(_) => return WalkState::Continue,
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let shown = entry
+                .path()
+                .strip_prefix(base)
+                .unwrap_or(entry.path())
+                .to_path_buf();
+            let result = match mode {
+                GrepOutputMode::Content => {
+                    let sink = standard.sink_with_path(&matcher, &shown);
+                    searcher.search_path(&matcher, entry.path(), sink)
+                }
+                _ => {
+                    let sink = summary.sink_with_path(&matcher, &shown);
+                    searcher.search_path(&matcher, entry.path(), sink)
+                }
+            };
+            let buffer = match mode {
+                GrepOutputMode::Content => std::mem::take(standard.get_mut().get_mut()),
+                _ => std::mem::take(summary.get_mut().get_mut()),
+            };
+            if let Err(e) = result {
+                // Unreadable files are skipped, as rg skips them (it reports on stderr).
+                if e.kind() != std::io::ErrorKind::NotFound
+                    && e.kind() != std::io::ErrorKind::PermissionDenied
+                {
+                    let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                    slot.get_or_insert_with(|| format!("{}: {e}", shown.display()));
+                }
+                return WalkState::Continue;
+            }
+            if buffer.is_empty() {
+                return WalkState::Continue;
+            }
+            let lines = split_lines(&buffer);
+            selection
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .offer(shown, lines);
+            WalkState::Continue
+        })
+    });
+    let selection = selection.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(selection.finish(query.offset, query.head_limit))
+}
+
+/// Printer output split into lines without their terminators.
+fn split_lines(buffer: &[u8]) -> Vec<String> {
+    let body = buffer.strip_suffix(b"\n").unwrap_or(buffer);
+    body.split(|b| *b == b'\n')
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+        .collect()
+}
+
+fn glob(base: &Path, threads: usize, query: &GlobQuery) -> Result<GlobResults, SearchError> {
+    let matcher = GlobBuilder::new(&query.pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| SearchError::InvalidGlob(e.to_string()))?
+        .compile_matcher();
+    let overrides =
+        rules::overrides(base, None).map_err(|e| SearchError::InvalidGlob(e.to_string()))?;
+    let mut walker = rules::walk_builder(&query.root, query.include_ignored);
+    walker.overrides(overrides).threads(threads);
+    // The smallest `limit` paths seen so far, largest on top.
+    let heap: Mutex<BinaryHeap<String>> = Mutex::new(BinaryHeap::new());
+    let total = AtomicUsize::new(0);
+    walker.build_parallel().run(|| {
+        let matcher = &matcher;
+        let heap = &heap;
+        let total = &total;
+        let root = &query.root;
+        let limit = query.limit;
+        Box::new(move |entry| {
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let Ok(relative) = entry.path().strip_prefix(root) else {
+                return WalkState::Continue;
+            };
+            if !matcher.is_match(relative) {
+                return WalkState::Continue;
+            }
+            total.fetch_add(1, Ordering::Relaxed);
+            let shown = entry
+                .path()
+                .strip_prefix(base)
+                .unwrap_or(entry.path())
+                .to_string_lossy()
+                .into_owned();
+            let mut heap = heap.lock().unwrap_or_else(|p| p.into_inner());
+            match limit {
+                Some(limit) if heap.len() >= limit => {
+                    if heap.peek().is_some_and(|top| shown < *top) {
+                        heap.pop();
+                        heap.push(shown);
+                    }
+                }
+                _ => heap.push(shown),
+            }
+            WalkState::Continue
+        })
+    });
+    let mut paths = heap
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_vec();
+    paths.sort();
+    if query.limit == Some(0) {
+        paths.clear();
+    }
+    Ok(GlobResults {
+        paths,
+        total: total.into_inner(),
+    })
+}

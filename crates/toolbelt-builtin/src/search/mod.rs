@@ -1,0 +1,146 @@
+//! The search half of the file tools: the [`SearchBackend`] trait, an in-process backend on
+//! ripgrep's own libraries ([`LocalSearch`]), one that runs the `rg` and `fd` programs
+//! ([`ExternalSearch`]), and the Glob and Grep tools.
+//!
+//! # Ordering and limits
+//!
+//! Grep output is ordered as `rg --sort path` orders it: by path, compared component by
+//! component (so `a/b` comes before `a.txt`), then by line number. Glob results are ordered
+//! byte-wise on the whole relative path (as `LC_ALL=C sort` does). Limits and offsets apply
+//! after sorting, so a limit of N always selects the first N of the full sorted answer,
+//! whatever the thread timing.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub mod external;
+pub mod glob;
+pub mod grep;
+pub mod local;
+pub mod rules;
+
+pub use external::ExternalSearch;
+pub use local::LocalSearch;
+
+use toolbelt_core::{DynTool, ToolError};
+
+use crate::BuiltinEnv;
+
+/// The search tools: Glob and Grep.
+pub fn tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
+    Ok(vec![glob::glob_tool(env)?, grep::grep_tool(env)?])
+}
+
+/// What Grep prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GrepOutputMode {
+    /// The paths of matching files, one per line.
+    #[default]
+    FilesWithMatches,
+    /// Matching lines as `path:line:text`, context lines as `path-line-text`.
+    Content,
+    /// `path:count` of matching lines per file.
+    Count,
+}
+
+/// A content search, with paths already resolved and confined.
+#[derive(Debug, Clone)]
+pub struct GrepQuery {
+    /// The regular expression (Rust regex syntax, as rg's).
+    pub pattern: String,
+    /// The absolute file or directory to search.
+    pub root: PathBuf,
+    /// Only files matching these globs (whitespace-separated, `!` to exclude).
+    pub glob: Option<String>,
+    /// Only files of this rg type (`rust`, `py`, `js`, ...).
+    pub file_type: Option<String>,
+    /// What to print.
+    pub output_mode: GrepOutputMode,
+    /// Context lines before each match (content mode).
+    pub before_context: usize,
+    /// Context lines after each match (content mode).
+    pub after_context: usize,
+    /// Whether content lines carry line numbers.
+    pub line_numbers: bool,
+    /// Case-insensitive matching.
+    pub case_insensitive: bool,
+    /// Patterns may span lines and `.` matches newlines.
+    pub multiline: bool,
+    /// At most this many results (lines in content mode, files otherwise); `None` = all.
+    pub head_limit: Option<usize>,
+    /// Results to skip before the first one returned.
+    pub offset: usize,
+    /// Also search files excluded by ignore files.
+    pub include_ignored: bool,
+}
+
+/// The selected results of a content search.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GrepResults {
+    /// The output lines selected by offset and limit, without line terminators.
+    pub lines: Vec<String>,
+    /// How many results (output lines) the full sorted answer has.
+    pub total: usize,
+}
+
+/// A file-name search, with paths already resolved and confined.
+#[derive(Debug, Clone)]
+pub struct GlobQuery {
+    /// The glob, matched against paths relative to `root` (`**/*.rs`, `src/*.toml`).
+    pub pattern: String,
+    /// The absolute directory to search.
+    pub root: PathBuf,
+    /// At most this many paths; `None` = all.
+    pub limit: Option<usize>,
+    /// Also list files excluded by ignore files.
+    pub include_ignored: bool,
+}
+
+/// The selected results of a file-name search.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GlobResults {
+    /// Matching files relative to the base directory, in byte-wise order, limited.
+    pub paths: Vec<String>,
+    /// How many files matched in all.
+    pub total: usize,
+}
+
+/// Why a search failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// The pattern is not a valid regular expression.
+    #[error("invalid regex: {0}")]
+    InvalidRegex(String),
+    /// A glob is not valid.
+    #[error("invalid glob: {0}")]
+    InvalidGlob(String),
+    /// The file type is not known.
+    #[error("unknown file type {0:?}; use a type rg knows, such as rust, py, js, ts, go, java")]
+    UnknownType(String),
+    /// The backend cannot run (a program is missing).
+    #[error("search backend unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else.
+    #[error("search failed: {0}")]
+    Failed(String),
+}
+
+/// Where Glob and Grep search: the local machine in-process by default, or `rg`/`fd`, or a
+/// remote machine or sandbox behind another implementation.
+///
+/// Implementations must return results in the documented order with limits applied after
+/// sorting, and show paths relative to the base directory they were built with.
+#[async_trait]
+pub trait SearchBackend: Send + Sync + fmt::Debug {
+    /// Searches file contents.
+    async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError>;
+    /// Finds files by name.
+    async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError>;
+}
+
+/// A shared, type-erased search backend.
+pub type DynSearchBackend = Arc<dyn SearchBackend>;

@@ -1,0 +1,263 @@
+//! [`BuiltinToolSet`]: the built-in tools as one [`ToolSet`], assembled from each area's
+//! constructor functions according to [`BuiltinOptions`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use toolbelt_core::{DynTool, ToolContext, ToolError, ToolSet};
+
+use crate::fs::{DynFileOps, LocalFileOps, ReadState};
+use crate::search::{DynSearchBackend, LocalSearch};
+
+/// The default tool set name.
+pub const DEFAULT_NAME: &str = "builtin";
+
+/// The default largest file Read accepts: 10 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 * 1024 * 1024;
+
+/// Options of the file tools (Read, Write, Edit, NotebookEdit).
+#[derive(Debug, Clone)]
+pub struct FileOptions {
+    /// The largest file, in bytes, Read accepts (default [`DEFAULT_MAX_FILE_SIZE`]).
+    pub max_file_size: u64,
+    /// The file system backend; `None` means the local directory [`BuiltinOptions::base_dir`].
+    pub backend: Option<DynFileOps>,
+    /// The read-before-write session; `None` starts a fresh one. Pass a loaded
+    /// [`ReadState`] to continue a session across processes.
+    pub read_state: Option<Arc<ReadState>>,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        Self {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            backend: None,
+            read_state: None,
+        }
+    }
+}
+
+/// Options of the search tools (Glob, Grep).
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// The search backend; `None` means the in-process [`LocalSearch`] on the base directory.
+    pub backend: Option<DynSearchBackend>,
+    /// Glob also lists files excluded by `.gitignore` and other ignore files.
+    pub glob_include_ignored: bool,
+    /// The most paths Glob returns (default 100); the rest are counted and reported.
+    pub glob_limit: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            backend: None,
+            glob_include_ignored: false,
+            glob_limit: crate::search::glob::DEFAULT_GLOB_LIMIT,
+        }
+    }
+}
+
+/// How to build a [`BuiltinToolSet`]. Each area of tools has its own section.
+///
+/// ```
+/// use toolbelt_builtin::BuiltinOptions;
+/// let options = BuiltinOptions::new("/tmp").with_name("files").with_read_only(true);
+/// assert_eq!(options.name, "files");
+/// ```
+#[derive(Debug, Clone)]
+pub struct BuiltinOptions {
+    /// The tool set's name (default `builtin`).
+    pub name: String,
+    /// The directory every tool is confined to and works in (default `.`).
+    pub base_dir: PathBuf,
+    /// Read-only mode: Write, Edit and NotebookEdit are not exposed.
+    pub read_only: bool,
+    /// The file tools' section.
+    pub files: FileOptions,
+    /// The search tools' section.
+    pub search: SearchOptions,
+}
+
+impl Default for BuiltinOptions {
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_NAME.to_string(),
+            base_dir: PathBuf::from("."),
+            read_only: false,
+            files: FileOptions::default(),
+            search: SearchOptions::default(),
+        }
+    }
+}
+
+impl BuiltinOptions {
+    /// Defaults, confined to `base_dir`.
+    pub fn new(base_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            base_dir: base_dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Renames the tool set.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Turns read-only mode on or off.
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets the largest file Read accepts.
+    pub fn with_max_file_size(mut self, bytes: u64) -> Self {
+        self.files.max_file_size = bytes;
+        self
+    }
+
+    /// Uses another file system backend.
+    pub fn with_file_ops(mut self, backend: DynFileOps) -> Self {
+        self.files.backend = Some(backend);
+        self
+    }
+
+    /// Uses another search backend.
+    pub fn with_search_backend(mut self, backend: DynSearchBackend) -> Self {
+        self.search.backend = Some(backend);
+        self
+    }
+
+    /// Continues an existing read-before-write session.
+    pub fn with_read_state(mut self, state: Arc<ReadState>) -> Self {
+        self.files.read_state = Some(state);
+        self
+    }
+}
+
+/// What the tools of one set share: the resolved base directory, the backends and the
+/// read-before-write session. Each area's constructor functions take it.
+#[derive(Debug, Clone)]
+pub struct BuiltinEnv {
+    /// The canonical base directory.
+    pub base_dir: PathBuf,
+    /// Whether mutating tools are left out.
+    pub read_only: bool,
+    /// The file system backend.
+    pub files: DynFileOps,
+    /// The files fully read in this set's session.
+    pub read_state: Arc<ReadState>,
+    /// The search backend.
+    pub search: DynSearchBackend,
+    /// The largest file Read accepts.
+    pub max_file_size: u64,
+    /// Whether Glob lists ignored files.
+    pub glob_include_ignored: bool,
+    /// The most paths Glob returns.
+    pub glob_limit: usize,
+}
+
+/// The built-in tools as a tool set, confined to a base directory.
+///
+/// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit.
+/// Write, Edit and NotebookEdit refuse to change an existing file that was not fully Read
+/// through *this* set (its [`ReadState`]); two sets never share that state unless given the
+/// same one.
+#[derive(Clone)]
+pub struct BuiltinToolSet {
+    name: String,
+    env: BuiltinEnv,
+    tools: Vec<DynTool>,
+}
+
+impl std::fmt::Debug for BuiltinToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+        f.debug_struct("BuiltinToolSet")
+            .field("name", &self.name)
+            .field("base_dir", &self.env.base_dir)
+            .field("tools", &names)
+            .finish()
+    }
+}
+
+impl BuiltinToolSet {
+    /// Builds the set; fails when the base directory does not exist.
+    pub fn new(options: BuiltinOptions) -> Result<Self, ToolError> {
+        let base_dir = std::fs::canonicalize(&options.base_dir).map_err(|e| {
+            ToolError::failed(format!(
+                "base directory {}: {e}",
+                options.base_dir.display()
+            ))
+        })?;
+        let files: DynFileOps = match &options.files.backend {
+            Some(backend) => backend.clone(),
+            None => Arc::new(LocalFileOps::new(&base_dir).map_err(ToolError::failed)?),
+        };
+        let search: DynSearchBackend = match &options.search.backend {
+            Some(backend) => backend.clone(),
+            None => Arc::new(LocalSearch::new(&base_dir).map_err(ToolError::failed)?),
+        };
+        let env = BuiltinEnv {
+            base_dir,
+            read_only: options.read_only,
+            files,
+            read_state: options.files.read_state.clone().unwrap_or_default(),
+            search,
+            max_file_size: options.files.max_file_size,
+            glob_include_ignored: options.search.glob_include_ignored,
+            glob_limit: options.search.glob_limit,
+        };
+        let tools = assemble(&env)?;
+        Ok(Self {
+            name: options.name,
+            env,
+            tools,
+        })
+    }
+
+    /// The canonical base directory.
+    pub fn base_dir(&self) -> &Path {
+        &self.env.base_dir
+    }
+
+    /// The read-before-write session (to persist it, for example).
+    pub fn read_state(&self) -> &Arc<ReadState> {
+        &self.env.read_state
+    }
+
+    /// What the tools share.
+    pub fn env(&self) -> &BuiltinEnv {
+        &self.env
+    }
+
+    /// The tools, without going through the async [`ToolSet`] interface.
+    pub fn tool_list(&self) -> &[DynTool] {
+        &self.tools
+    }
+}
+
+/// Collects every area's tools in the documented order. An area adds its tools here.
+fn assemble(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
+    let mut tools = Vec::new();
+    tools.extend(crate::fs::reading_tools(env)?);
+    tools.extend(crate::search::tools(env)?);
+    if !env.read_only {
+        tools.extend(crate::fs::writing_tools(env)?);
+    }
+    Ok(tools)
+}
+
+#[async_trait]
+impl ToolSet for BuiltinToolSet {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        Ok(self.tools.clone())
+    }
+}
