@@ -1,0 +1,201 @@
+//! Translating between MCP's types and Toolbelt's: tool results into [`ToolOutput`], tool
+//! descriptions into [`Declaration`]s, annotations into [`ToolMeta`].
+
+use rmcp::model::{
+    CallToolResult, ContentBlock as McpBlock, ResourceContents, Tool as McpToolInfo,
+    ToolAnnotations,
+};
+use serde_json::Value;
+use toolbelt_core::{ContentBlock, Declaration, MAX_TOOL_NAME_LEN, Payload, ToolMeta, ToolOutput};
+
+/// Maps a `tools/call` result.
+///
+/// - text, image, audio, resource links and embedded resources become [`ContentBlock`]s;
+/// - the model's text is the text blocks joined by newlines, with a one-line summary for
+///   each non-text block (so a model without multimodal input still learns something came);
+/// - `structuredContent` becomes [`ToolOutput::structured`], and the model's text when no
+///   content came;
+/// - `isError: true` sets [`ToolOutput::is_error`]; `_meta` becomes [`ToolOutput::meta`].
+pub fn map_call_result(result: CallToolResult) -> ToolOutput {
+    let blocks: Vec<ContentBlock> = result.content.into_iter().filter_map(map_block).collect();
+    let for_llm = if blocks.is_empty() {
+        match &result.structured_content {
+            Some(value) => Payload::Json(value.clone()),
+            None => Payload::Text(String::new()),
+        }
+    } else {
+        let parts: Vec<String> = blocks.iter().map(ContentBlock::summary).collect();
+        Payload::Text(parts.join("\n"))
+    };
+    ToolOutput {
+        for_llm,
+        blocks,
+        structured: result.structured_content,
+        is_error: result.is_error.unwrap_or(false),
+        meta: result.meta.map(|meta| meta.0),
+        ..ToolOutput::default()
+    }
+}
+
+fn map_block(block: McpBlock) -> Option<ContentBlock> {
+    Some(match block {
+        McpBlock::Text(text) => ContentBlock::Text { text: text.text },
+        McpBlock::Image(image) => ContentBlock::Image {
+            mime_type: image.mime_type,
+            data: image.data,
+        },
+        McpBlock::Audio(audio) => ContentBlock::Audio {
+            mime_type: audio.mime_type,
+            data: audio.data,
+        },
+        McpBlock::ResourceLink(link) => ContentBlock::ResourceLink {
+            uri: link.uri,
+            name: link.name,
+            description: link.description,
+            mime_type: link.mime_type,
+        },
+        McpBlock::Resource(embedded) => match embedded.resource {
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                ..
+            } => ContentBlock::Resource {
+                uri,
+                mime_type,
+                text: Some(text),
+                blob: None,
+            },
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => ContentBlock::Resource {
+                uri,
+                mime_type,
+                text: None,
+                blob: Some(blob),
+            },
+            #[allow(unreachable_patterns)]
+            other => ContentBlock::Text {
+                text: serde_json::to_string(&other).unwrap_or_default(),
+            },
+        },
+        // A content type newer than this mapping: keep what we can as text.
+        #[allow(unreachable_patterns)]
+        other => ContentBlock::Text {
+            text: serde_json::to_string(&other).unwrap_or_default(),
+        },
+    })
+}
+
+/// Maps MCP annotations to behaviour hints.
+///
+/// MCP's defaults apply when annotations are present: `destructiveHint` defaults to true
+/// (for tools that are not read-only) and `openWorldHint` to true. A server that sends no
+/// annotations at all makes no claims, so every hint stays off. A read-only tool is also
+/// declared concurrency-safe; other tools leave that undeclared.
+pub fn map_annotations(annotations: Option<&ToolAnnotations>) -> ToolMeta {
+    let Some(a) = annotations else {
+        return ToolMeta::default();
+    };
+    let read_only = a.read_only_hint.unwrap_or(false);
+    ToolMeta {
+        read_only,
+        destructive: !read_only && a.destructive_hint.unwrap_or(true),
+        idempotent: a.idempotent_hint.unwrap_or(false),
+        open_world: a.open_world_hint.unwrap_or(true),
+        concurrency_safe: read_only.then_some(true),
+        max_result_size: None,
+    }
+}
+
+/// Builds the declaration a model sees for an MCP tool, under `exposed_name`.
+pub fn declaration(tool: &McpToolInfo, exposed_name: &str) -> Option<Declaration> {
+    let description = tool
+        .description
+        .as_deref()
+        .or(tool.title.as_deref())
+        .unwrap_or_default()
+        .to_string();
+    let mut decl = Declaration::new(exposed_name, description).ok()?;
+    decl.input_schema = (*tool.input_schema).clone();
+    if !decl.input_schema.contains_key("type") {
+        decl.input_schema
+            .insert("type".into(), Value::String("object".into()));
+    }
+    decl.output_schema = tool.output_schema.as_deref().cloned();
+    decl.meta = map_annotations(tool.annotations.as_ref());
+    Some(decl)
+}
+
+/// The name a tool is exposed under: `{prefix}_{name}` when a prefix is set, with characters
+/// that tool names may not contain replaced by `_` and the result cut to 64 characters.
+pub fn exposed_name(prefix: Option<&str>, name: &str) -> String {
+    let full = match prefix {
+        Some(prefix) => format!("{prefix}_{name}"),
+        None => name.to_string(),
+    };
+    let mut cleaned: String = full
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    cleaned.truncate(MAX_TOOL_NAME_LEN);
+    cleaned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(value: Value) -> CallToolResult {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn structured_content_without_content_is_rendered_as_json_text() {
+        let out = map_call_result(result(json!({"content": [], "structuredContent": {"t": 1}})));
+        assert_eq!(out.llm_text(), r#"{"t":1}"#);
+        assert_eq!(out.structured, Some(json!({"t": 1})));
+        assert!(!out.is_error);
+    }
+
+    #[test]
+    fn is_error_and_meta_are_kept() {
+        let out = map_call_result(result(json!({
+            "content": [{"type": "text", "text": "bad"}],
+            "isError": true,
+            "_meta": {"k": "v"}
+        })));
+        assert!(out.is_error);
+        assert_eq!(out.llm_text(), "bad");
+        assert_eq!(out.meta.unwrap()["k"], "v");
+    }
+
+    #[test]
+    fn annotations_follow_mcp_defaults_only_when_present() {
+        assert_eq!(map_annotations(None), ToolMeta::default());
+        let a: ToolAnnotations = serde_json::from_value(json!({"readOnlyHint": true})).unwrap();
+        let meta = map_annotations(Some(&a));
+        assert!(meta.read_only && !meta.destructive && meta.open_world);
+        assert_eq!(meta.concurrency_safe, Some(true));
+        let a: ToolAnnotations = serde_json::from_value(json!({"idempotentHint": true})).unwrap();
+        let meta = map_annotations(Some(&a));
+        assert!(meta.destructive && meta.idempotent && !meta.read_only);
+    }
+
+    #[test]
+    fn exposed_names_are_prefixed_and_cleaned() {
+        assert_eq!(exposed_name(None, "get-sum"), "get-sum");
+        assert_eq!(exposed_name(Some("fs"), "read file"), "fs_read_file");
+        assert_eq!(exposed_name(None, &"x".repeat(80)).len(), MAX_TOOL_NAME_LEN);
+    }
+}

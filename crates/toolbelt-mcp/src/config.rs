@@ -1,0 +1,265 @@
+//! How to reach an MCP server: the transport, its parameters, a timeout and who we are.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The default timeout for connecting, initializing, listing and calling.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The transport to a server.
+///
+/// In JSON (and in [`ConnectionConfig`]'s serde form) the variant is chosen by a
+/// `transport` field: `"stdio"`, `"sse"` or `"streamable_http"` (with `"http"` and
+/// `"streamable-http"` accepted as aliases).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum TransportConfig {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio {
+        /// The program to run (looked up on `PATH`).
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Extra environment variables (the parent's environment is inherited).
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// The working directory, when not the current one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<PathBuf>,
+    },
+    /// The legacy HTTP+SSE transport (protocol 2024-11-05): a GET event stream plus POSTs
+    /// to the endpoint the server announces.
+    Sse {
+        /// The SSE endpoint, for example `http://127.0.0.1:8080/sse`.
+        url: String,
+        /// Static headers sent with every request.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+    /// The streamable HTTP transport (protocol 2025-03-26 and later).
+    #[serde(alias = "http", alias = "streamable-http")]
+    StreamableHttp {
+        /// The MCP endpoint, for example `http://127.0.0.1:3000/mcp`.
+        url: String,
+        /// Static headers sent with every request.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl TransportConfig {
+    /// A stdio transport running `command` with `args`.
+    pub fn stdio<I, S>(command: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        TransportConfig::Stdio {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+        }
+    }
+
+    /// A legacy SSE transport to `url`.
+    pub fn sse(url: impl Into<String>) -> Self {
+        TransportConfig::Sse {
+            url: url.into(),
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// A streamable HTTP transport to `url`.
+    pub fn streamable_http(url: impl Into<String>) -> Self {
+        TransportConfig::StreamableHttp {
+            url: url.into(),
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// The transport's name as written in configuration (`stdio`, `sse`, `streamable_http`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportConfig::Stdio { .. } => "stdio",
+            TransportConfig::Sse { .. } => "sse",
+            TransportConfig::StreamableHttp { .. } => "streamable_http",
+        }
+    }
+}
+
+/// Who the client says it is in `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    /// The client's name.
+    pub name: String,
+    /// The client's version.
+    pub version: String,
+}
+
+impl Default for ClientInfo {
+    fn default() -> Self {
+        Self {
+            name: "toolbelt".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Everything needed to reach one MCP server.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolbelt_mcp::{ConnectionConfig, TransportConfig};
+///
+/// let config = ConnectionConfig::new(TransportConfig::stdio("python3", ["-m", "my_server"]))
+///     .with_timeout(Duration::from_secs(10))
+///     .with_description("Reads and writes the team's notes");
+/// assert_eq!(config.transport.kind(), "stdio");
+///
+/// let remote: ConnectionConfig = serde_json::from_str(
+///     r#"{"transport": "http", "url": "http://127.0.0.1:3000/mcp", "timeout_ms": 5000}"#,
+/// )?;
+/// assert_eq!(remote.transport.kind(), "streamable_http");
+/// assert_eq!(remote.timeout, Duration::from_secs(5));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionConfig {
+    /// The transport and its parameters.
+    #[serde(flatten)]
+    pub transport: TransportConfig,
+    /// The limit for connecting, each handshake step, listing, and a call whose context has
+    /// no deadline of its own.
+    #[serde(default = "default_timeout", rename = "timeout_ms", with = "millis")]
+    pub timeout: Duration,
+    /// What the server offers, in a sentence (the broker shows it to models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Who the client says it is.
+    #[serde(default)]
+    pub client_info: ClientInfo,
+}
+
+fn default_timeout() -> Duration {
+    DEFAULT_TIMEOUT
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+impl ConnectionConfig {
+    /// A configuration for `transport` with the default timeout and client info.
+    pub fn new(transport: TransportConfig) -> Self {
+        Self {
+            transport,
+            timeout: DEFAULT_TIMEOUT,
+            description: None,
+            client_info: ClientInfo::default(),
+        }
+    }
+
+    /// Sets the timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the description.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the client info sent in `initialize`.
+    pub fn with_client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.client_info = ClientInfo {
+            name: name.into(),
+            version: version.into(),
+        };
+        self
+    }
+
+    /// Adds a static header (remote transports only; ignored for stdio).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        match &mut self.transport {
+            TransportConfig::Sse { headers, .. } | TransportConfig::StreamableHttp { headers, .. } => {
+                headers.insert(name.into(), value.into());
+            }
+            TransportConfig::Stdio { .. } => {}
+        }
+        self
+    }
+
+    /// Adds an environment variable (stdio only; ignored for remote transports).
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let TransportConfig::Stdio { env, .. } = &mut self.transport {
+            env.insert(name.into(), value.into());
+        }
+        self
+    }
+
+    /// Sets the working directory (stdio only; ignored for remote transports).
+    pub fn with_cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        if let TransportConfig::Stdio { cwd, .. } = &mut self.transport {
+            *cwd = Some(dir.into());
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamable_http_accepts_its_aliases() {
+        for name in ["streamable_http", "http", "streamable-http"] {
+            let json = format!(r#"{{"transport": "{name}", "url": "http://127.0.0.1:1/mcp"}}"#);
+            let config: ConnectionConfig = serde_json::from_str(&json).unwrap();
+            assert_eq!(config.transport.kind(), "streamable_http", "{name}");
+        }
+    }
+
+    #[test]
+    fn stdio_config_reads_command_args_env_and_cwd() {
+        let config: ConnectionConfig = serde_json::from_str(
+            r#"{"transport": "stdio", "command": "node", "args": ["a.js"],
+                "env": {"K": "V"}, "cwd": "/tmp", "description": "d"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.transport,
+            TransportConfig::Stdio {
+                command: "node".into(),
+                args: vec!["a.js".into()],
+                env: BTreeMap::from([("K".into(), "V".into())]),
+                cwd: Some("/tmp".into()),
+            }
+        );
+        assert_eq!(config.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(config.description.as_deref(), Some("d"));
+    }
+
+    #[test]
+    fn an_unknown_transport_is_refused() {
+        let err = serde_json::from_str::<ConnectionConfig>(r#"{"transport": "carrier-pigeon"}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("carrier-pigeon"), "{err}");
+    }
+}

@@ -1,0 +1,199 @@
+//! Errors of the MCP client, each naming the server and the step that failed.
+
+use std::time::Duration;
+
+use toolbelt_core::{BoxError, ToolError};
+
+/// The step of a server's lifecycle at which something failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Starting the process or opening the connection.
+    Connect,
+    /// The `initialize` handshake.
+    Initialize,
+    /// `tools/list`.
+    ListTools,
+    /// `tools/call`.
+    CallTool,
+    /// Re-establishing a lost session.
+    Reconnect,
+    /// Ending the session.
+    Close,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::Connect => "connect",
+            Step::Initialize => "initialize",
+            Step::ListTools => "list tools",
+            Step::CallTool => "call tool",
+            Step::Reconnect => "reconnect",
+            Step::Close => "close",
+        })
+    }
+}
+
+/// How a failure should be treated by the reconnect logic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The connection or session is gone (dead child, closed transport, expired session,
+    /// refused or reset connection): reconnecting may cure it.
+    Connection,
+    /// The configuration is wrong (bad command, DNS failure, 401/403, bad URL): reconnecting
+    /// would fail the same way.
+    Configuration,
+    /// The server spoke something that is not MCP (garbage on stdout, an unexpected reply).
+    Protocol,
+    /// The server answered with a JSON-RPC error.
+    Server,
+    /// The step ran out of time.
+    Timeout,
+    /// The caller cancelled.
+    Cancelled,
+}
+
+/// A failure talking to an MCP server.
+///
+/// The message always names the server and the step, for example
+/// `MCP server "files": initialize failed: timed out after 5s`.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP server {server:?}: {step} failed: {message}")]
+pub struct McpError {
+    /// The server's name (the tool set's name).
+    pub server: String,
+    /// The step that failed.
+    pub step: Step,
+    /// How the failure is classified.
+    pub kind: FailureKind,
+    /// What went wrong.
+    pub message: String,
+    /// The limit that was exceeded, for [`FailureKind::Timeout`].
+    pub limit: Option<Duration>,
+    /// The underlying error, when there is one.
+    #[source]
+    pub source: Option<BoxError>,
+}
+
+impl McpError {
+    /// A new error without an underlying cause.
+    pub fn new(
+        server: impl Into<String>,
+        step: Step,
+        kind: FailureKind,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            server: server.into(),
+            step,
+            kind,
+            message: message.into(),
+            limit: None,
+            source: None,
+        }
+    }
+
+    /// A timeout of `step` after `limit`.
+    pub fn timeout(server: impl Into<String>, step: Step, limit: Duration) -> Self {
+        Self {
+            limit: Some(limit),
+            ..Self::new(
+                server,
+                step,
+                FailureKind::Timeout,
+                format!("timed out after {}", format_duration(limit)),
+            )
+        }
+    }
+
+    /// Attaches the underlying cause.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Whether a reconnect may cure this failure.
+    pub fn is_connection_error(&self) -> bool {
+        self.kind == FailureKind::Connection
+    }
+}
+
+fn format_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+impl From<McpError> for ToolError {
+    /// Cancellation and call timeouts keep their core kinds (so the executor's retry and
+    /// timeout middleware treat them as interruptions); a lost connection is transient;
+    /// everything else is a tool failure carrying the full message.
+    fn from(err: McpError) -> Self {
+        match err.kind {
+            FailureKind::Cancelled => ToolError::Cancelled,
+            FailureKind::Timeout if err.step == Step::CallTool => ToolError::Timeout {
+                limit: err.limit.unwrap_or_default(),
+            },
+            FailureKind::Connection => ToolError::Transient(Box::new(err)),
+            _ => ToolError::Failed(Box::new(err)),
+        }
+    }
+}
+
+/// Classifies a failed HTTP request: refused or reset connections are connection failures
+/// (the server may come back); DNS failures and malformed requests are configuration errors.
+pub(crate) fn classify_reqwest(err: &reqwest::Error) -> FailureKind {
+    if err.is_builder() {
+        return FailureKind::Configuration;
+    }
+    if let Some(status) = err.status() {
+        return classify_status(status, true);
+    }
+    if err.is_timeout() {
+        return FailureKind::Timeout;
+    }
+    classify_error_chain(err)
+}
+
+/// Classifies an HTTP status. A 404 means "session expired" once a session exists, and
+/// "wrong URL" before.
+pub(crate) fn classify_status(status: reqwest::StatusCode, in_session: bool) -> FailureKind {
+    match status.as_u16() {
+        401 | 403 => FailureKind::Configuration,
+        404 if in_session => FailureKind::Connection,
+        400..=499 => FailureKind::Configuration,
+        _ => FailureKind::Server,
+    }
+}
+
+/// Walks an error's causes looking for the I/O failure or DNS failure underneath.
+pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> FailureKind {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(io_err) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return match io_err.kind() {
+                NotFound | PermissionDenied | InvalidInput | AddrNotAvailable => {
+                    FailureKind::Configuration
+                }
+                _ => FailureKind::Connection,
+            };
+        }
+        let text = e.to_string().to_ascii_lowercase();
+        if text.contains("dns error") || text.contains("failed to lookup address") {
+            return FailureKind::Configuration;
+        }
+        if text.contains("session expired") {
+            return FailureKind::Connection;
+        }
+        if text.contains("auth required") || text.contains("insufficient scope") {
+            return FailureKind::Configuration;
+        }
+        current = e.source();
+    }
+    FailureKind::Connection
+}

@@ -1,0 +1,280 @@
+//! The MCP server handler: lists the executor's visible tools and runs every call through the
+//! executor's pipeline (validation, hooks, middleware).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::ErrorData as McpError;
+use tokio::sync::mpsc;
+use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
+use toolbelt_exec::{Executor, ToolCall};
+
+use super::convert::{call_result, error_result, mcp_tool};
+
+/// How often a long call without reports of its own tells a watching client it is alive.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Serves an [`Executor`]'s tools to MCP clients.
+///
+/// Clone it freely: clones share the executor and the list of connected clients, so one value
+/// can back every session of an HTTP server.
+#[derive(Clone)]
+pub struct ToolServer {
+    executor: Arc<Executor>,
+    filter: Option<ToolFilter>,
+    info: Implementation,
+    instructions: Option<String>,
+    heartbeat: Duration,
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+}
+
+impl std::fmt::Debug for ToolServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolServer")
+            .field("info", &self.info)
+            .field("heartbeat", &self.heartbeat)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolServer {
+    /// A server for `executor`'s registry, named `toolbelt` with this crate's version.
+    pub fn new(executor: Arc<Executor>) -> Self {
+        Self {
+            executor,
+            filter: None,
+            info: Implementation::new("toolbelt", env!("CARGO_PKG_VERSION")),
+            instructions: None,
+            heartbeat: DEFAULT_HEARTBEAT,
+            peers: Arc::default(),
+        }
+    }
+
+    /// Shows (and allows calls to) only the tools `filter` allows.
+    pub fn with_filter(mut self, filter: ToolFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Sets the name and version the server reports to clients.
+    pub fn with_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.info = Implementation::new(name, version);
+        self
+    }
+
+    /// Sets the instructions the server gives clients at initialization.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// How often a long call with no reports of its own sends a progress heartbeat to a client
+    /// that asked for progress (default 5 s).
+    pub fn with_heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The executor behind the server.
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.executor
+    }
+
+    /// Tells every connected client that the tool list changed (`notifications/tools/list_changed`).
+    /// Clients that went away are forgotten.
+    pub async fn notify_tools_changed(&self) {
+        let peers: Vec<Peer<RoleServer>> = self.lock_peers().clone();
+        let mut gone = Vec::new();
+        for (index, peer) in peers.iter().enumerate() {
+            if peer.notify_tool_list_changed().await.is_err() {
+                gone.push(index);
+            }
+        }
+        if !gone.is_empty() {
+            let mut peers = self.lock_peers();
+            let mut index = 0;
+            peers.retain(|_| {
+                let keep = !gone.contains(&index);
+                index += 1;
+                keep
+            });
+        }
+    }
+
+    /// How many clients are connected (initialized and not yet found gone).
+    pub fn connected_clients(&self) -> usize {
+        self.lock_peers().len()
+    }
+
+    fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<Peer<RoleServer>>> {
+        self.peers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn allows(&self, ctx: &ToolContext, name: &str) -> bool {
+        match (&self.filter, self.executor.registry().get(name)) {
+            (Some(filter), Some(tool)) => filter.allows(ctx, tool.as_ref()),
+            _ => true,
+        }
+    }
+
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call_id = request_id_text(&context);
+        let mut ctx = ToolContext::for_call(call_id.clone())
+            .with_cancellation(context.ct.child_token());
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| ProgressForwarder::start(context.peer.clone(), token));
+        if let Some(forwarder) = &progress {
+            ctx = ctx.with_progress(forwarder.sink());
+        }
+        if !self.allows(&ctx, &request.name) {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {:?}", request.name),
+                None,
+            ));
+        }
+        let arguments = match &request.arguments {
+            Some(arguments) => serde_json::Value::Object(arguments.clone()).to_string(),
+            None => String::new(),
+        };
+        let call = ToolCall::new(call_id, request.name.to_string(), arguments);
+        let run = self.executor.execute(ctx, &call);
+        let result = match &progress {
+            Some(forwarder) => forwarder.with_heartbeat(self.heartbeat, run).await,
+            None => run.await,
+        };
+        Ok(match result.result {
+            Ok(output) => call_result(&output).into(),
+            // MCP reports an unknown tool as a protocol error; the message keeps the
+            // executor's "did you mean" so a person reading the log can fix the call.
+            Err(err @ ToolError::UnknownTool { .. }) => {
+                return Err(McpError::invalid_params(err.to_string(), None));
+            }
+            Err(err) => error_result(&err).into(),
+        })
+    }
+}
+
+/// The JSON-RPC id of a request, as text, used as the call's tool_call_id.
+fn request_id_text(context: &RequestContext<RoleServer>) -> String {
+    match serde_json::to_value(&context.id) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Sends a call's progress reports to the client as `notifications/progress`, in order, from
+/// a task of its own (tools report synchronously and must never wait on the network).
+struct ProgressForwarder {
+    tx: mpsc::UnboundedSender<ProgressUpdate>,
+    reported: Arc<Mutex<Instant>>,
+}
+
+impl ProgressForwarder {
+    fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<ProgressUpdate>();
+        tokio::spawn(async move {
+            // MCP wants progress to increase with every notification, whoever reports it.
+            let mut sent = 0.0_f64;
+            while let Some(update) = rx.recv().await {
+                sent = update.progress.max(sent + 1.0);
+                let mut param = ProgressNotificationParam::new(token.clone(), sent);
+                if let Some(total) = update.total {
+                    param = param.with_total(total);
+                }
+                if let Some(message) = update.message {
+                    param = param.with_message(message);
+                }
+                if peer.notify_progress(param).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            tx,
+            reported: Arc::new(Mutex::new(Instant::now())),
+        }
+    }
+
+    fn sink(&self) -> Arc<dyn toolbelt_core::ProgressSink> {
+        let tx = self.tx.clone();
+        let reported = self.reported.clone();
+        Arc::new(move |update: ProgressUpdate| {
+            *reported.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            let _ = tx.send(update);
+        })
+    }
+
+    /// Runs `call`, sending a heartbeat whenever `every` passes without a report.
+    async fn with_heartbeat<F: std::future::Future>(&self, every: Duration, call: F) -> F::Output {
+        let started = Instant::now();
+        tokio::pin!(call);
+        let mut ticker = tokio::time::interval(every);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                output = &mut call => return output,
+                _ = ticker.tick() => {
+                    let last = *self.reported.lock().unwrap_or_else(|p| p.into_inner());
+                    if last.elapsed() >= every {
+                        let message = format!("running for {}s", started.elapsed().as_secs());
+                        let _ = self.tx.send(ProgressUpdate::new(0.0).with_message(message));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ServerHandler for ToolServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut config = ServerConfig::new(capabilities);
+        config.server_info = self.info.clone();
+        config.instructions = self.instructions.clone();
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let ctx = ToolContext::new().with_cancellation(context.ct.child_token());
+        let snapshot = self.executor.registry().snapshot(&ctx).await;
+        let snapshot = match &self.filter {
+            Some(filter) => snapshot.filtered(&ctx, filter),
+            None => snapshot,
+        };
+        let tools = snapshot.declarations().iter().map(mcp_tool).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.run_call(request, context).await
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.lock_peers().push(context.peer);
+    }
+}

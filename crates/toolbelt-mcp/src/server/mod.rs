@@ -1,0 +1,27 @@
+//! Serving a registry over MCP: Toolbelt's tools (and the tools of the servers it aggregates)
+//! to any MCP client, over stdio or streamable HTTP.
+//!
+//! Every call runs through the [`Executor`](toolbelt_exec::Executor): validation, hooks and
+//! middleware apply exactly as for a model's calls.
+//!
+//! - Results: a tool's output becomes MCP content (text, images, audio, resource links,
+//!   embedded resources); `structuredContent` when the tool declared an output schema;
+//!   `isError: true` for result-level failures *and* for failed calls (invalid arguments,
+//!   rejections, timeouts), so the client's model reads them. An unknown tool is a JSON-RPC
+//!   error, as MCP specifies.
+//! - Progress: when a client sends a progress token, a streaming tool's chunks and any
+//!   [`ToolContext::report_progress`](toolbelt_core::ToolContext::report_progress) reach it
+//!   as `notifications/progress`, and long calls send a heartbeat.
+//! - Cancellation: a client's `notifications/cancelled` cancels the call's context.
+//! - `notifications/tools/list_changed` goes to every client on
+//!   [`ToolServer::notify_tools_changed`].
+
+mod convert;
+mod handler;
+mod http;
+mod stdio;
+
+pub use convert::{call_result, error_result, mcp_tool};
+pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
+pub use http::{HttpServeOptions, HttpServer};
+pub use stdio::serve_stdio;

@@ -1,0 +1,52 @@
+//! Transports to MCP servers: stdio (our own child handling), the legacy HTTP+SSE transport
+//! (ours: rmcp has no client for it) and streamable HTTP (rmcp's, behind a client that adds
+//! per-request headers).
+
+pub(crate) mod http;
+pub(crate) mod sse;
+pub(crate) mod stdio;
+
+use std::collections::BTreeMap;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, GetMeta, JsonRpcMessage};
+use serde_json::Value;
+
+/// The private `_meta` key through which a request carries the headers an injector chose
+/// for it from the caller's context. The HTTP transports remove it before the message is
+/// sent, so it never reaches the server; it is only ever set on HTTP sessions.
+pub(crate) const HEADERS_META_KEY: &str = "dev.toolbelt/request-headers";
+
+/// Removes the injected headers from a request and returns them.
+pub(crate) fn take_injected_headers(message: &mut ClientJsonRpcMessage) -> Vec<(String, String)> {
+    let JsonRpcMessage::Request(request) = message else {
+        return Vec::new();
+    };
+    let meta = request.request.get_meta_mut();
+    match meta.0.remove(HEADERS_META_KEY) {
+        Some(Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Converts configured headers into a header map, naming the first bad one.
+pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let (name, value) = parse_header(name, value)?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// Parses one header, with a message naming it when it is not valid HTTP.
+pub(crate) fn parse_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let header_name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
+    let header_value = HeaderValue::from_str(value)
+        .map_err(|_| format!("the value of header {name:?} is not valid in HTTP"))?;
+    Ok((header_name, header_value))
+}
