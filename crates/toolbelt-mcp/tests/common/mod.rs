@@ -1,0 +1,189 @@
+//! Shared helpers for the integration tests: locating the real peers, free loopback ports,
+//! HTTP servers that are stopped when dropped, and process checks.
+
+#![allow(dead_code)]
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use toolbelt_mcp::{ConnectionConfig, TransportConfig};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The entry point of `@modelcontextprotocol/server-everything`; fails the test with the
+/// install command when the peer is missing.
+pub fn everything_entry() -> PathBuf {
+    let entry = workspace()
+        .join("tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "the npm peer @modelcontextprotocol/server-everything is missing at {}; \
+         install it with `cd tests/peers && npm ci`",
+        entry.display()
+    );
+    entry
+}
+
+/// The Python fixture server; fails the test with the install command when the `mcp` SDK
+/// is missing.
+pub fn python_fixture() -> PathBuf {
+    let ok = Command::new("python3")
+        .args(["-c", "import mcp.server.fastmcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "python3 with the `mcp` SDK is required; install it with \
+         `pip install -r tests/peers/requirements.txt`"
+    );
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/py_server.py")
+}
+
+/// A loopback port that was free a moment ago and that no other test in this process has
+/// been given (the kernel may hand a just-released port out again).
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind a loopback port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// An HTTP MCP server child, killed and reaped when dropped.
+pub struct HttpServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl HttpServer {
+    /// Starts `command` and waits (bounded) until `port` accepts connections.
+    pub fn start(mut command: Command, port: u16) -> Self {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = command.spawn().expect("start the HTTP MCP server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the HTTP MCP server exited early with {status}");
+            }
+            assert!(Instant::now() < deadline, "the HTTP MCP server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port }
+    }
+
+    /// The npm everything server over `transport` (`sse` or `streamableHttp`).
+    pub fn everything(transport: &str) -> Self {
+        Self::everything_on(transport, free_port())
+    }
+
+    /// The npm everything server over `transport` on `port`.
+    pub fn everything_on(transport: &str, port: u16) -> Self {
+        let mut command = Command::new("node");
+        command.arg(everything_entry()).arg(transport).env("PORT", port.to_string());
+        Self::start(command, port)
+    }
+
+    /// The Python fixture over `transport` (`sse` or `streamable-http`).
+    pub fn python(transport: &str) -> Self {
+        Self::python_on(transport, free_port(), None)
+    }
+
+    /// The Python fixture over `transport` on `port`, with a cancellation marker file.
+    pub fn python_on(transport: &str, port: u16, marker: Option<&Path>) -> Self {
+        let mut command = Command::new("python3");
+        command
+            .arg(python_fixture())
+            .arg(transport)
+            .arg(port.to_string());
+        if let Some(marker) = marker {
+            command.env("TOOLBELT_CANCEL_MARKER", marker);
+        }
+        Self::start(command, port)
+    }
+
+    /// Stops the server and waits for it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether `pid` is still in the process table (running, or a zombie nobody reaped).
+pub fn process_exists(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie (exited, not reaped) counts as left behind too.
+        Ok(stat) => !stat.is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// Config for the npm everything server over stdio.
+pub fn everything_stdio() -> ConnectionConfig {
+    ConnectionConfig::new(TransportConfig::stdio(
+        "node",
+        [everything_entry().display().to_string(), "stdio".to_string()],
+    ))
+    .with_timeout(Duration::from_secs(20))
+}
+
+/// Config for the Python fixture over stdio.
+pub fn python_stdio(marker: Option<&Path>) -> ConnectionConfig {
+    let mut config = ConnectionConfig::new(TransportConfig::stdio(
+        "python3",
+        [python_fixture().display().to_string(), "stdio".to_string()],
+    ))
+    .with_timeout(Duration::from_secs(20));
+    if let Some(marker) = marker {
+        config = config.with_env("TOOLBELT_CANCEL_MARKER", marker.display().to_string());
+    }
+    config
+}
+
+/// Config for an HTTP server on `port` and `path`.
+pub fn remote(transport: &str, port: u16, path: &str) -> ConnectionConfig {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let transport = match transport {
+        "sse" => TransportConfig::sse(url),
+        _ => TransportConfig::streamable_http(url),
+    };
+    ConnectionConfig::new(transport).with_timeout(Duration::from_secs(20))
+}
+
+/// Polls `cond` for up to `limit` without blocking the runtime; returns whether it became
+/// true.
+pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
