@@ -198,7 +198,8 @@ impl ConnectionConfig {
     /// Adds a static header (remote transports only; ignored for stdio).
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         match &mut self.transport {
-            TransportConfig::Sse { headers, .. } | TransportConfig::StreamableHttp { headers, .. } => {
+            TransportConfig::Sse { headers, .. }
+            | TransportConfig::StreamableHttp { headers, .. } => {
                 headers.insert(name.into(), value.into());
             }
             TransportConfig::Stdio { .. } => {}

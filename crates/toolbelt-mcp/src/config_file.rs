@@ -58,7 +58,9 @@ pub enum ConfigFileError {
         problem: String,
     },
     /// A `${VAR}` names a variable that is not set and has no fallback.
-    #[error("MCP server {server:?}: {field} uses ${{{variable}}}, which is not set (set it, or write ${{{variable}:-default}})")]
+    #[error(
+        "MCP server {server:?}: {field} uses ${{{variable}}}, which is not set (set it, or write ${{{variable}:-default}})"
+    )]
     MissingVariable {
         /// The server's name.
         server: String,
@@ -209,7 +211,9 @@ impl McpServersFile {
                     .map(|cwd| expand("cwd", cwd).map(PathBuf::from))
                     .transpose()?,
             },
-            (Some("stdio"), None, _) => return Err(bad("type \"stdio\" needs a \"command\"".into())),
+            (Some("stdio"), None, _) => {
+                return Err(bad("type \"stdio\" needs a \"command\"".into()));
+            }
             (kind, _, Some(url)) => {
                 let url = expand("url", url)?;
                 let headers = raw
@@ -219,7 +223,8 @@ impl McpServersFile {
                     .collect::<Result<_, ConfigFileError>>()?;
                 match kind {
                     Some("sse") => TransportConfig::Sse { url, headers },
-                    None | Some("http" | "streamable-http" | "streamable_http" | "streamablehttp") => {
+                    None
+                    | Some("http" | "streamable-http" | "streamable_http" | "streamablehttp") => {
                         TransportConfig::StreamableHttp { url, headers }
                     }
                     Some(other) => {
@@ -233,7 +238,9 @@ impl McpServersFile {
                 return Err(bad(format!("type {other:?} needs a \"url\"")));
             }
             (None, None, None) => {
-                return Err(bad("needs a \"command\" (stdio) or a \"url\" (remote)".into()));
+                return Err(bad(
+                    "needs a \"command\" (stdio) or a \"url\" (remote)".into()
+                ));
             }
         };
         Ok(ConnectionConfig {
@@ -324,7 +331,10 @@ mod tests {
                 cwd: Some("/home/ada".into()),
             }
         );
-        assert_eq!(file.server("claude-code").unwrap().transport.kind(), "stdio");
+        assert_eq!(
+            file.server("claude-code").unwrap().transport.kind(),
+            "stdio"
+        );
     }
 
     #[test]
@@ -336,8 +346,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(file.server("remote2").unwrap().transport.kind(), "streamable_http");
-        assert_eq!(file.server("cursor").unwrap().transport.kind(), "streamable_http");
+        assert_eq!(
+            file.server("remote2").unwrap().transport.kind(),
+            "streamable_http"
+        );
+        assert_eq!(
+            file.server("cursor").unwrap().transport.kind(),
+            "streamable_http"
+        );
         let legacy = file.server("legacy").unwrap();
         assert_eq!(legacy.transport.kind(), "sse");
         assert_eq!(legacy.timeout, Duration::from_millis(1500));
@@ -371,11 +387,23 @@ mod tests {
     fn malformed_files_and_entries_are_explained() {
         let err = McpServersFile::parse_with("{}", lookup).unwrap_err();
         assert!(err.to_string().contains("mcpServers"), "{err}");
-        let file =
-            McpServersFile::parse_with(r#"{"mcpServers": {"x": {"type": "ws", "url": "u"}}}"#, lookup)
-                .unwrap();
-        assert!(file.server("x").unwrap_err().to_string().contains("unknown type \"ws\""));
+        let file = McpServersFile::parse_with(
+            r#"{"mcpServers": {"x": {"type": "ws", "url": "u"}}}"#,
+            lookup,
+        )
+        .unwrap();
+        assert!(
+            file.server("x")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown type \"ws\"")
+        );
         let file = McpServersFile::parse_with(r#"{"mcpServers": {"x": {}}}"#, lookup).unwrap();
-        assert!(file.server("x").unwrap_err().to_string().contains("needs a \"command\""));
+        assert!(
+            file.server("x")
+                .unwrap_err()
+                .to_string()
+                .contains("needs a \"command\"")
+        );
     }
 }

@@ -65,6 +65,9 @@ mod config_file;
 mod error;
 mod transport;
 
+#[cfg(feature = "server")]
+pub mod server;
+
 pub use client::{
     HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, exposed_name,
     map_annotations, map_call_result,

@@ -30,13 +30,25 @@ async fn exercise(config: ConnectionConfig) {
         .iter()
         .map(|t| t.name().to_string())
         .collect();
-    for expected in ["echo", "get-sum", "get-tiny-image", "get-structured-content"] {
-        assert!(names.contains(&expected.to_string()), "{expected} missing from {names:?}");
+    for expected in [
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "get-structured-content",
+    ] {
+        assert!(
+            names.contains(&expected.to_string()),
+            "{expected} missing from {names:?}"
+        );
     }
 
     // Arguments pass through.
     let echo = tool(&set, "echo").await;
-    assert!(echo.declaration().required_properties().contains(&"message"));
+    assert!(
+        echo.declaration()
+            .required_properties()
+            .contains(&"message")
+    );
     let out = echo
         .call(ToolContext::for_call("c1"), r#"{"message":"hello"}"#)
         .await
@@ -45,7 +57,10 @@ async fn exercise(config: ConnectionConfig) {
     assert!(!out.is_error);
 
     let sum = tool(&set, "get-sum").await;
-    let out = sum.call(ToolContext::for_call("c2"), r#"{"a":2,"b":40}"#).await.unwrap();
+    let out = sum
+        .call(ToolContext::for_call("c2"), r#"{"a":2,"b":40}"#)
+        .await
+        .unwrap();
     assert!(out.llm_text().contains("42"), "{}", out.llm_text());
 
     // An image result.
@@ -77,7 +92,8 @@ async fn exercise(config: ConnectionConfig) {
 
     // A long call is cut off by the context's deadline and returns in time.
     let long = tool(&set, "trigger-long-running-operation").await;
-    let ctx = ToolContext::for_call("c6").with_deadline(Instant::now() + Duration::from_millis(300));
+    let ctx =
+        ToolContext::for_call("c6").with_deadline(Instant::now() + Duration::from_millis(300));
     let err = long
         .call(ctx, r#"{"duration":30,"steps":3}"#)
         .await
@@ -85,7 +101,10 @@ async fn exercise(config: ConnectionConfig) {
     assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
     // The session is still usable afterwards.
     let out = echo
-        .call(ToolContext::for_call("c7"), &json!({"message": "after"}).to_string())
+        .call(
+            ToolContext::for_call("c7"),
+            &json!({"message": "after"}).to_string(),
+        )
         .await
         .unwrap();
     assert!(out.llm_text().contains("after"));
@@ -93,7 +112,10 @@ async fn exercise(config: ConnectionConfig) {
     let pid = set.process_id();
     set.close().await.unwrap();
     if let Some(pid) = pid {
-        assert!(!process_exists(pid), "the server process {pid} is still there");
+        assert!(
+            !process_exists(pid),
+            "the server process {pid} is still there"
+        );
     }
     // A closed set says so.
     let err = echo

@@ -28,50 +28,86 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
     let echo = tool(&set, "echo").await;
     let meta = &echo.declaration().meta;
     assert!(meta.read_only && meta.idempotent && !meta.open_world && !meta.destructive);
-    let out = echo.call(ToolContext::for_call("c1"), r#"{"message":"hi there"}"#).await.unwrap();
+    let out = echo
+        .call(ToolContext::for_call("c1"), r#"{"message":"hi there"}"#)
+        .await
+        .unwrap();
     assert_eq!(out.llm_text(), "hi there");
 
     let add = tool(&set, "add").await;
-    let out = add.call(ToolContext::for_call("c2"), r#"{"a":20,"b":22}"#).await.unwrap();
+    let out = add
+        .call(ToolContext::for_call("c2"), r#"{"a":20,"b":22}"#)
+        .await
+        .unwrap();
     assert_eq!(out.llm_text(), "42");
 
     // Image.
-    let out = tool(&set, "tiny_image").await.call(ToolContext::for_call("c3"), "{}").await.unwrap();
-    assert!(matches!(&out.blocks[..], [ContentBlock::Image { mime_type, .. }] if mime_type == "image/png"), "{out:?}");
+    let out = tool(&set, "tiny_image")
+        .await
+        .call(ToolContext::for_call("c3"), "{}")
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out.blocks[..], [ContentBlock::Image { mime_type, .. }] if mime_type == "image/png"),
+        "{out:?}"
+    );
 
     // Structured.
-    let out = tool(&set, "weather").await
-        .call(ToolContext::for_call("c4"), r#"{"city":"Paris"}"#).await.unwrap();
+    let out = tool(&set, "weather")
+        .await
+        .call(ToolContext::for_call("c4"), r#"{"city":"Paris"}"#)
+        .await
+        .unwrap();
     let structured = out.structured.expect("structured content");
     assert_eq!(structured["city"], "Paris");
     assert_eq!(structured["temperature"], 21.5);
 
     // isError.
-    let out = tool(&set, "fail").await
-        .call(ToolContext::for_call("c5"), r#"{"reason":"disk on fire"}"#).await.unwrap();
+    let out = tool(&set, "fail")
+        .await
+        .call(ToolContext::for_call("c5"), r#"{"reason":"disk on fire"}"#)
+        .await
+        .unwrap();
     assert!(out.is_error);
-    assert!(out.llm_text().contains("disk on fire"), "{}", out.llm_text());
+    assert!(
+        out.llm_text().contains("disk on fire"),
+        "{}",
+        out.llm_text()
+    );
 
     // Audio, resource link, embedded text and blob resources; a destructive tool.
     let mixed = tool(&set, "mixed").await;
     assert!(mixed.declaration().meta.destructive);
     let out = mixed.call(ToolContext::for_call("c6"), "").await.unwrap();
-    assert!(matches!(&out.blocks[0], ContentBlock::Audio { mime_type, data } if mime_type == "audio/wav" && data == "UklGRg=="));
-    assert!(matches!(&out.blocks[1], ContentBlock::ResourceLink { uri, name, .. } if uri == "file:///tmp/notes.txt" && name == "notes"));
-    assert!(matches!(&out.blocks[2], ContentBlock::Resource { text: Some(t), .. } if t == "embedded text"));
+    assert!(
+        matches!(&out.blocks[0], ContentBlock::Audio { mime_type, data } if mime_type == "audio/wav" && data == "UklGRg==")
+    );
+    assert!(
+        matches!(&out.blocks[1], ContentBlock::ResourceLink { uri, name, .. } if uri == "file:///tmp/notes.txt" && name == "notes")
+    );
+    assert!(
+        matches!(&out.blocks[2], ContentBlock::Resource { text: Some(t), .. } if t == "embedded text")
+    );
     assert!(matches!(&out.blocks[3], ContentBlock::Resource { blob: Some(b), .. } if b == "AAEC"));
 
     // _meta reaches the output.
-    let out = tool(&set, "with_meta").await.call(ToolContext::for_call("c7"), "").await.unwrap();
+    let out = tool(&set, "with_meta")
+        .await
+        .call(ToolContext::for_call("c7"), "")
+        .await
+        .unwrap();
     assert_eq!(out.meta.expect("meta")["fixture/trace"], "abc123");
 
     // A long call times out and the server sees notifications/cancelled.
     let sleep = tool(&set, "sleep").await;
-    let ctx = ToolContext::for_call("c8").with_deadline(Instant::now() + Duration::from_millis(300));
+    let ctx =
+        ToolContext::for_call("c8").with_deadline(Instant::now() + Duration::from_millis(300));
     let err = sleep.call(ctx, r#"{"seconds":30}"#).await.unwrap_err();
     assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
     assert!(
-        eventually(Duration::from_secs(10), || std::fs::read_to_string(marker).is_ok_and(|s| s == "cancelled")).await,
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(marker)
+            .is_ok_and(|s| s == "cancelled"))
+        .await,
         "the server never saw the cancellation"
     );
 
@@ -87,8 +123,11 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
     canceller.await.unwrap();
 
     // tools/list_changed makes the next listing fresh.
-    let out = tool(&set, "add_tool").await
-        .call(ToolContext::for_call("c10"), r#"{"name":"late_tool"}"#).await.unwrap();
+    let out = tool(&set, "add_tool")
+        .await
+        .call(ToolContext::for_call("c10"), r#"{"name":"late_tool"}"#)
+        .await
+        .unwrap();
     assert_eq!(out.llm_text(), "added late_tool");
     let mut found = false;
     for _ in 0..100 {
@@ -100,7 +139,11 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(found, "the new tool never showed up");
-    let out = tool(&set, "late_tool").await.call(ToolContext::for_call("c11"), "").await.unwrap();
+    let out = tool(&set, "late_tool")
+        .await
+        .call(ToolContext::for_call("c11"), "")
+        .await
+        .unwrap();
     assert_eq!(out.llm_text(), "I am late_tool");
 
     let pid = set.process_id();
@@ -151,7 +194,10 @@ async fn prefix_and_filter_shape_what_is_listed() {
     assert_eq!(names, ["py_add", "py_echo"]);
     // The prefixed tool calls the server's own name.
     let echo = tool(&set, "py_echo").await;
-    let out = echo.call(ToolContext::for_call("c"), r#"{"message":"x"}"#).await.unwrap();
+    let out = echo
+        .call(ToolContext::for_call("c"), r#"{"message":"x"}"#)
+        .await
+        .unwrap();
     assert_eq!(out.llm_text(), "x");
     set.close().await.unwrap();
 }
@@ -160,9 +206,15 @@ async fn prefix_and_filter_shape_what_is_listed() {
 async fn bad_arguments_are_refused_before_reaching_the_server() {
     let set = McpToolSet::new("py", python_stdio(None));
     let echo = tool(&set, "echo").await;
-    let err = echo.call(ToolContext::for_call("c"), "[1,2]").await.unwrap_err();
+    let err = echo
+        .call(ToolContext::for_call("c"), "[1,2]")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
-    let err = echo.call(ToolContext::for_call("c"), "{not json").await.unwrap_err();
+    let err = echo
+        .call(ToolContext::for_call("c"), "{not json")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not valid JSON"), "{err}");
     set.close().await.unwrap();
 }

@@ -162,7 +162,9 @@ mod tests {
 
     #[test]
     fn structured_content_without_content_is_rendered_as_json_text() {
-        let out = map_call_result(result(json!({"content": [], "structuredContent": {"t": 1}})));
+        let out = map_call_result(result(
+            json!({"content": [], "structuredContent": {"t": 1}}),
+        ));
         assert_eq!(out.llm_text(), r#"{"t":1}"#);
         assert_eq!(out.structured, Some(json!({"t": 1})));
         assert!(!out.is_error);

@@ -238,7 +238,10 @@ impl McpToolSet {
 
     /// How many times the set has reconnected.
     pub fn reconnect_count(&self) -> u64 {
-        self.inner.generation.load(Ordering::Acquire).saturating_sub(1)
+        self.inner
+            .generation
+            .load(Ordering::Acquire)
+            .saturating_sub(1)
     }
 }
 
@@ -475,7 +478,11 @@ impl Inner {
                 continue;
             };
             let weak = self.self_ref.clone();
-            tools.push(Arc::new(McpTool::new(declaration, info.name.to_string(), weak)));
+            tools.push(Arc::new(McpTool::new(
+                declaration,
+                info.name.to_string(),
+                weak,
+            )));
         }
         match &self.filter {
             Some(filter) => filter.apply(ctx, tools),

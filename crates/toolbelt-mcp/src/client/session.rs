@@ -97,7 +97,12 @@ impl Session {
                         return Err(error);
                     }
                 };
-                Ok(Self::from_service(service, Some(child), Some(diagnostics), generation))
+                Ok(Self::from_service(
+                    service,
+                    Some(child),
+                    Some(diagnostics),
+                    generation,
+                ))
             }
             TransportConfig::Sse { url, headers } => {
                 let headers = merged_headers(server, headers, extra_headers)?;
@@ -116,11 +121,17 @@ impl Session {
                 let headers = merged_headers(server, headers, extra_headers)?;
                 let client = InjectingClient::new(http_client(server)?);
                 let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(headers.into_iter().filter_map(|(k, v)| Some((k?, v))).collect())
+                    .custom_headers(
+                        headers
+                            .into_iter()
+                            .filter_map(|(k, v)| Some((k?, v)))
+                            .collect(),
+                    )
                     // Session loss is handled by the tool set's reconnect policy, the same way
                     // for every transport.
                     .reinit_on_expired_session(false);
-                let transport = StreamableHttpClientTransport::with_client(client, transport_config);
+                let transport =
+                    StreamableHttpClientTransport::with_client(client, transport_config);
                 let service = tokio::time::timeout(limit, handler.serve(transport))
                     .await
                     .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
@@ -196,7 +207,9 @@ fn append_stderr(error: &mut McpError, diagnostics: Option<&SharedDiagnostics>) 
     };
     let diag = diagnostics.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(tail) = diag.stderr_summary() {
-        error.message.push_str("; the server's last stderr lines:\n");
+        error
+            .message
+            .push_str("; the server's last stderr lines:\n");
         error.message.push_str(&tail);
     }
 }

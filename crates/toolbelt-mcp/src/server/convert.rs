@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{
-    CallToolResult, ContentBlock as McpContent, ResourceContents, Tool as McpTool,
-    ToolAnnotations,
-};
 use rmcp::model::Resource as McpResource;
+use rmcp::model::{
+    CallToolResult, ContentBlock as McpContent, ResourceContents, Tool as McpTool, ToolAnnotations,
+};
 use toolbelt_core::{ContentBlock, Declaration, ToolError, ToolOutput};
 
 /// An MCP tool listing entry for a declaration: name, description, schemas and annotations
@@ -38,8 +37,12 @@ pub fn mcp_tool(declaration: &Declaration) -> McpTool {
 fn mcp_content(block: &ContentBlock) -> McpContent {
     match block {
         ContentBlock::Text { text } => McpContent::text(text.clone()),
-        ContentBlock::Image { mime_type, data } => McpContent::image(data.clone(), mime_type.clone()),
-        ContentBlock::Audio { mime_type, data } => McpContent::audio(data.clone(), mime_type.clone()),
+        ContentBlock::Image { mime_type, data } => {
+            McpContent::image(data.clone(), mime_type.clone())
+        }
+        ContentBlock::Audio { mime_type, data } => {
+            McpContent::audio(data.clone(), mime_type.clone())
+        }
         ContentBlock::ResourceLink {
             uri,
             name,

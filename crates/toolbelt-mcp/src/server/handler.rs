@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rmcp::ErrorData as RpcError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
@@ -11,7 +12,6 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
-use rmcp::ErrorData as McpError;
 use tokio::sync::mpsc;
 use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{Executor, ToolCall};
@@ -114,7 +114,9 @@ impl ToolServer {
     }
 
     fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<Peer<RoleServer>>> {
-        self.peers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.peers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn allows(&self, ctx: &ToolContext, name: &str) -> bool {
@@ -128,10 +130,10 @@ impl ToolServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    ) -> Result<CallToolResponse, RpcError> {
         let call_id = request_id_text(&context);
-        let mut ctx = ToolContext::for_call(call_id.clone())
-            .with_cancellation(context.ct.child_token());
+        let mut ctx =
+            ToolContext::for_call(call_id.clone()).with_cancellation(context.ct.child_token());
         let progress = context
             .meta
             .get_progress_token()
@@ -140,7 +142,7 @@ impl ToolServer {
             ctx = ctx.with_progress(forwarder.sink());
         }
         if !self.allows(&ctx, &request.name) {
-            return Err(McpError::invalid_params(
+            return Err(RpcError::invalid_params(
                 format!("unknown tool {:?}", request.name),
                 None,
             ));
@@ -160,7 +162,7 @@ impl ToolServer {
             // MCP reports an unknown tool as a protocol error; the message keeps the
             // executor's "did you mean" so a person reading the log can fix the call.
             Err(err @ ToolError::UnknownTool { .. }) => {
-                return Err(McpError::invalid_params(err.to_string(), None));
+                return Err(RpcError::invalid_params(err.to_string(), None));
             }
             Err(err) => error_result(&err).into(),
         })
@@ -255,7 +257,7 @@ impl ServerHandler for ToolServer {
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
+    ) -> Result<ListToolsResult, RpcError> {
         let ctx = ToolContext::new().with_cancellation(context.ct.child_token());
         let snapshot = self.executor.registry().snapshot(&ctx).await;
         let snapshot = match &self.filter {
@@ -270,7 +272,7 @@ impl ServerHandler for ToolServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    ) -> Result<CallToolResponse, RpcError> {
         self.run_call(request, context).await
     }
 

@@ -52,7 +52,11 @@ impl std::fmt::Debug for HttpServer {
 
 impl HttpServer {
     /// Binds `addr` (use port 0 for any free port) and prepares the routes.
-    pub async fn bind(addr: SocketAddr, server: ToolServer, options: HttpServeOptions) -> std::io::Result<Self> {
+    pub async fn bind(
+        addr: SocketAddr,
+        server: ToolServer,
+        options: HttpServeOptions,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
         let stop = CancellationToken::new();

@@ -8,7 +8,10 @@ use super::ToolServer;
 
 /// Serves `server` on this process's stdin and stdout until the client disconnects or
 /// `shutdown` is cancelled.
-pub async fn serve_stdio(server: ToolServer, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+pub async fn serve_stdio(
+    server: ToolServer,
+    shutdown: CancellationToken,
+) -> Result<(), std::io::Error> {
     let running = server
         .serve(rmcp::transport::stdio())
         .await

@@ -46,7 +46,13 @@ impl StdioDiagnostics {
         if self.stderr_tail.is_empty() {
             return None;
         }
-        Some(self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n"))
+        Some(
+            self.stderr_tail
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
     }
 }
 
@@ -251,7 +257,9 @@ impl Transport<RoleClient> for StdioTransport {
                 },
                 Ok(None) => return None,
                 Err(err) => {
-                    self.record_protocol_error(format!("reading the server's stdout failed: {err}"));
+                    self.record_protocol_error(format!(
+                        "reading the server's stdout failed: {err}"
+                    ));
                     return None;
                 }
             }

@@ -83,7 +83,10 @@ impl HttpServer {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("the HTTP MCP server exited early with {status}");
             }
-            assert!(Instant::now() < deadline, "the HTTP MCP server did not start");
+            assert!(
+                Instant::now() < deadline,
+                "the HTTP MCP server did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Self { child, port }
@@ -97,7 +100,10 @@ impl HttpServer {
     /// The npm everything server over `transport` on `port`.
     pub fn everything_on(transport: &str, port: u16) -> Self {
         let mut command = Command::new("node");
-        command.arg(everything_entry()).arg(transport).env("PORT", port.to_string());
+        command
+            .arg(everything_entry())
+            .arg(transport)
+            .env("PORT", port.to_string());
         Self::start(command, port)
     }
 
@@ -145,7 +151,10 @@ pub fn process_exists(pid: u32) -> bool {
 pub fn everything_stdio() -> ConnectionConfig {
     ConnectionConfig::new(TransportConfig::stdio(
         "node",
-        [everything_entry().display().to_string(), "stdio".to_string()],
+        [
+            everything_entry().display().to_string(),
+            "stdio".to_string(),
+        ],
     ))
     .with_timeout(Duration::from_secs(20))
 }
