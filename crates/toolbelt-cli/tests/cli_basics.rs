@@ -11,7 +11,10 @@ fn version_prints_the_crate_version() {
     let out = toolbelt().arg("--version").output().unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout.trim(), format!("toolbelt {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout.trim(),
+        format!("toolbelt {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
