@@ -67,7 +67,7 @@ fn utf8(bytes: &[u8], bom: bool) -> Result<DecodedText, NotText> {
 }
 
 fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, NotText> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(NotText::InvalidEncoding);
     }
     let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
