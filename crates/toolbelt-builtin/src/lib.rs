@@ -56,6 +56,7 @@
 pub mod confine;
 pub mod fs;
 pub mod search;
+pub mod shell;
 mod toolset;
 
 pub use toolset::{

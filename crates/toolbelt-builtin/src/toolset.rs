@@ -78,6 +78,9 @@ pub struct BuiltinOptions {
     pub files: FileOptions,
     /// The search tools' section.
     pub search: SearchOptions,
+    /// The shell tools' section (Bash, TaskOutput, TaskStop); its base dir is replaced by
+    /// [`BuiltinOptions::base_dir`].
+    pub shell: crate::shell::ShellConfig,
 }
 
 impl Default for BuiltinOptions {
@@ -88,6 +91,7 @@ impl Default for BuiltinOptions {
             read_only: false,
             files: FileOptions::default(),
             search: SearchOptions::default(),
+            shell: crate::shell::ShellConfig::default(),
         }
     }
 }
@@ -131,6 +135,12 @@ impl BuiltinOptions {
         self
     }
 
+    /// Configures the shell tools (environment, policy, sandbox, timeouts).
+    pub fn with_shell(mut self, shell: crate::shell::ShellConfig) -> Self {
+        self.shell = shell;
+        self
+    }
+
     /// Continues an existing read-before-write session.
     pub fn with_read_state(mut self, state: Arc<ReadState>) -> Self {
         self.files.read_state = Some(state);
@@ -171,6 +181,7 @@ pub struct BuiltinToolSet {
     name: String,
     env: BuiltinEnv,
     tools: Vec<DynTool>,
+    shell: crate::shell::ShellTools,
 }
 
 impl std::fmt::Debug for BuiltinToolSet {
@@ -211,11 +222,15 @@ impl BuiltinToolSet {
             glob_include_ignored: options.search.glob_include_ignored,
             glob_limit: options.search.glob_limit,
         };
-        let tools = assemble(&env)?;
+        let mut tools = assemble(&env)?;
+        let shell =
+            crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
+        tools.extend(shell.tools());
         Ok(Self {
             name: options.name,
             env,
             tools,
+            shell,
         })
     }
 
@@ -259,5 +274,11 @@ impl ToolSet for BuiltinToolSet {
 
     async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
         Ok(self.tools.clone())
+    }
+
+    /// Kills every background task the shell tools started.
+    async fn close(&self) -> Result<(), ToolError> {
+        self.shell.close().await;
+        Ok(())
     }
 }

@@ -1,0 +1,378 @@
+//! Shell tools: `Bash`, `TaskOutput` and `TaskStop`, with the process backend they run on,
+//! an optional command policy and an optional Landlock sandbox.
+//!
+//! - [`ShellTools`] holds the configuration and the background tasks of one tool set; its
+//!   [`ShellTools::tools`] are the three tools, and [`ShellTools::close`] kills every task it
+//!   started (dropping it without closing kills them too, as a backstop).
+//! - `Bash` runs `bash -c <command>` in the base dir, stdin from `/dev/null`, in its own
+//!   process group. On timeout or cancellation the whole group gets `SIGTERM` and, after a
+//!   grace period, `SIGKILL`; when the command exits on its own, anything it left running in
+//!   its group (`cmd &`) is ended the same way, so no orphan outlives a call. Use
+//!   `run_in_background` for servers and watchers.
+//! - Each call starts in the base dir: `cd` does **not** carry over between calls (the
+//!   working directory is not tracked), which keeps calls independent and safe to run in
+//!   parallel. Chain commands (`cd sub && make`) instead.
+//! - The environment is the parent's, minus [`ShellConfig::deny_env`] names, plus
+//!   [`ShellConfig::env`] overrides.
+//!
+//! ```no_run
+//! use toolbelt_builtin::shell::{CommandPolicy, ShellConfig, ShellTools};
+//!
+//! # async fn run() -> Result<(), toolbelt_core::ToolError> {
+//! let shell = ShellTools::new(
+//!     ShellConfig::new("/path/to/project")
+//!         .deny_env("AWS_SECRET_ACCESS_KEY")
+//!         .policy(CommandPolicy::new().deny("git push")),
+//! )?;
+//! let tools = shell.tools(); // Bash, TaskOutput, TaskStop
+//! # drop(tools);
+//! shell.close().await;
+//! # Ok(()) }
+//! ```
+
+mod output;
+mod policy;
+mod process;
+mod sandbox;
+mod tasks;
+mod tools;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use toolbelt_core::{DynTool, ToolContext, ToolError, ToolSet};
+
+pub use output::{CappedOutput, RenderedOutput};
+pub use policy::{CommandPattern, CommandPolicy, PolicyViolation};
+pub use process::{
+    ExitOutcome, LocalProcessBackend, OutputStream, OutputTarget, ProcessBackend, ProcessRequest,
+    RunningProcess,
+};
+pub use sandbox::{ChildHook, LandlockSandbox, SandboxError, SandboxPolicy};
+pub use tasks::TaskStatus;
+
+use tasks::TaskRegistry;
+
+/// The default `Bash` timeout: two minutes.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
+/// The largest `Bash` timeout a call may ask for: ten minutes.
+pub const MAX_TIMEOUT: Duration = Duration::from_millis(600_000);
+/// The default cap on the characters of output a call returns.
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 30_000;
+
+/// The configuration of the shell tools.
+#[derive(Clone)]
+pub struct ShellConfig {
+    base_dir: PathBuf,
+    temp_dir: Option<PathBuf>,
+    deny_env: Vec<String>,
+    env: Vec<(String, String)>,
+    policy: Option<CommandPolicy>,
+    backend: Option<Arc<dyn ProcessBackend>>,
+    sandbox: Option<Arc<dyn SandboxPolicy>>,
+    default_timeout: Duration,
+    max_timeout: Duration,
+    kill_grace: Duration,
+    max_output_chars: usize,
+}
+
+impl fmt::Debug for ShellConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShellConfig")
+            .field("base_dir", &self.base_dir)
+            .field("temp_dir", &self.temp_dir)
+            .field("deny_env", &self.deny_env)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("policy", &self.policy)
+            .field("backend", &self.backend)
+            .field("sandbox", &self.sandbox)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_timeout", &self.max_timeout)
+            .field("kill_grace", &self.kill_grace)
+            .field("max_output_chars", &self.max_output_chars)
+            .finish()
+    }
+}
+
+impl Default for ShellConfig {
+    /// Commands run in the current directory.
+    fn default() -> Self {
+        Self::new(".")
+    }
+}
+
+impl ShellConfig {
+    /// Commands run in `base_dir`.
+    pub fn new(base_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            base_dir: base_dir.into(),
+            temp_dir: None,
+            deny_env: Vec::new(),
+            env: Vec::new(),
+            policy: None,
+            backend: None,
+            sandbox: None,
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
+            kill_grace: Duration::from_secs(2),
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+        }
+    }
+
+    /// Replaces the directory commands run in.
+    pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.base_dir = dir.into();
+        self
+    }
+
+    /// The tool set's temp dir, for background task logs (and, in the sandbox, the only
+    /// writable place besides the base dir). Without one, [`ShellTools`] creates a private
+    /// temp dir and deletes it when dropped.
+    pub fn temp_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.temp_dir = Some(dir.into());
+        self
+    }
+
+    /// Removes an inherited environment variable. A name ending in `*` removes every
+    /// variable with that prefix (`AWS_*`).
+    pub fn deny_env(mut self, name: impl Into<String>) -> Self {
+        self.deny_env.push(name.into());
+        self
+    }
+
+    /// Sets an environment variable for every command (after the deny list is applied).
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Checks every command against `policy` before it runs (a convenience, not a boundary).
+    pub fn policy(mut self, policy: CommandPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Runs commands on `backend` instead of the local process backend.
+    pub fn backend(mut self, backend: Arc<dyn ProcessBackend>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Confines commands run by the local backend with `sandbox` (for example a
+    /// [`LandlockSandbox`]). Ignored when a custom [`ShellConfig::backend`] is set: such a
+    /// backend brings its own isolation.
+    pub fn sandbox(mut self, sandbox: Arc<dyn SandboxPolicy>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// The timeout of a call that gives none (default two minutes).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// The largest timeout a call may ask for (default ten minutes); larger ones are
+    /// lowered to it.
+    pub fn max_timeout(mut self, timeout: Duration) -> Self {
+        self.max_timeout = timeout;
+        self
+    }
+
+    /// How long a stopped command has between `SIGTERM` and `SIGKILL` (default 2 s).
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// The cap on characters of output per result (default 30 000; head and tail are kept).
+    pub fn max_output_chars(mut self, chars: usize) -> Self {
+        self.max_output_chars = chars;
+        self
+    }
+
+    /// The environment a command gets.
+    fn command_env(&self, temp_dir: &Path, sandboxed: bool) -> Vec<(OsString, OsString)> {
+        let denied = |name: &str| {
+            self.deny_env.iter().any(|rule| match rule.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => rule == name,
+            })
+        };
+        let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(name, _)| !name.to_str().is_some_and(denied))
+            .collect();
+        if sandboxed {
+            // The system temp dir is not writable in the sandbox; point tools at ours.
+            env.retain(|(name, _)| name != "TMPDIR");
+            env.push(("TMPDIR".into(), temp_dir.as_os_str().to_owned()));
+        }
+        for (name, value) in &self.env {
+            env.retain(|(existing, _)| existing != name.as_str());
+            env.push((name.into(), value.into()));
+        }
+        env
+    }
+}
+
+/// The shared state behind the three shell tools.
+pub(crate) struct ShellState {
+    config: ShellConfig,
+    base_dir: PathBuf,
+    temp_dir: PathBuf,
+    backend: Arc<dyn ProcessBackend>,
+    sandboxed: bool,
+    tasks: TaskRegistry,
+    /// Keeps a private temp dir alive (and deletes it on drop) when none was configured.
+    _owned_temp: Option<tempfile::TempDir>,
+}
+
+impl ShellState {
+    fn request(&self, command: &str) -> ProcessRequest {
+        ProcessRequest {
+            command: command.to_string(),
+            cwd: self.base_dir.clone(),
+            env: self.config.command_env(&self.temp_dir, self.sandboxed),
+            output: OutputTarget::Pipe,
+            writable_roots: vec![self.base_dir.clone(), self.temp_dir.clone()],
+        }
+    }
+
+    fn check_policy(&self, command: &str) -> Result<(), ToolError> {
+        match &self.config.policy {
+            Some(policy) => policy
+                .check(command)
+                .map_err(|e| ToolError::rejected(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The shell tools of one tool set: `Bash`, `TaskOutput` and `TaskStop`, sharing one
+/// configuration and one set of background tasks.
+///
+/// It is also a [`ToolSet`] named `shell`, for use on its own.
+#[derive(Clone)]
+pub struct ShellTools {
+    state: Arc<ShellState>,
+    tools: Vec<DynTool>,
+}
+
+impl fmt::Debug for ShellTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShellTools")
+            .field("base_dir", &self.state.base_dir)
+            .field("temp_dir", &self.state.temp_dir)
+            .field("backend", &self.state.backend.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ShellTools {
+    /// Checks the configuration and builds the tools.
+    ///
+    /// Fails when the base dir is not a directory or the temp dir cannot be created.
+    pub fn new(config: ShellConfig) -> Result<Self, ToolError> {
+        let base_dir = std::fs::canonicalize(&config.base_dir).map_err(|e| {
+            ToolError::failed(format!(
+                "base directory {} is not usable: {e}",
+                config.base_dir.display()
+            ))
+        })?;
+        if !base_dir.is_dir() {
+            return Err(ToolError::failed(format!(
+                "base directory {} is not a directory",
+                base_dir.display()
+            )));
+        }
+        let (temp_dir, owned_temp) = match &config.temp_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    ToolError::failed(format!("could not create temp dir {}: {e}", dir.display()))
+                })?;
+                (std::fs::canonicalize(dir).map_err(ToolError::failed)?, None)
+            }
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("toolbelt-shell-")
+                    .tempdir()
+                    .map_err(|e| ToolError::failed(format!("could not create a temp dir: {e}")))?;
+                (dir.path().to_path_buf(), Some(dir))
+            }
+        };
+        let (backend, sandboxed): (Arc<dyn ProcessBackend>, bool) =
+            match (&config.backend, &config.sandbox) {
+                (Some(backend), _) => (backend.clone(), false),
+                (None, Some(sandbox)) => (
+                    Arc::new(LocalProcessBackend::new().with_sandbox(sandbox.clone())),
+                    true,
+                ),
+                (None, None) => (Arc::new(LocalProcessBackend::new()), false),
+            };
+        let tasks = TaskRegistry::new(
+            temp_dir.clone(),
+            config.kill_grace,
+            config.max_output_chars,
+        );
+        let state = Arc::new(ShellState {
+            config,
+            base_dir,
+            temp_dir,
+            backend,
+            sandboxed,
+            tasks,
+            _owned_temp: owned_temp,
+        });
+        let tools = tools::build(&state)?;
+        Ok(Self { state, tools })
+    }
+
+    /// A sandboxed set: like [`ShellTools::new`], with commands confined by `sandbox`.
+    ///
+    /// Build the sandbox first (for example with [`LandlockSandbox::new`]); that step fails
+    /// with a clear error when the kernel cannot enforce it.
+    pub fn sandboxed(config: ShellConfig, sandbox: Arc<dyn SandboxPolicy>) -> Result<Self, ToolError> {
+        Self::new(config.sandbox(sandbox))
+    }
+
+    /// `Bash`, `TaskOutput` and `TaskStop`.
+    pub fn tools(&self) -> Vec<DynTool> {
+        self.tools.clone()
+    }
+
+    /// The directory commands run in (canonicalized).
+    pub fn base_dir(&self) -> &Path {
+        &self.state.base_dir
+    }
+
+    /// The directory background task logs are written to.
+    pub fn temp_dir(&self) -> &Path {
+        &self.state.temp_dir
+    }
+
+    /// Kills every background task this set started and refuses new ones. Calling it twice
+    /// is fine.
+    pub async fn close(&self) {
+        self.state.tasks.close().await;
+    }
+}
+
+#[async_trait]
+impl ToolSet for ShellTools {
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        Ok(self.tools.clone())
+    }
+
+    async fn close(&self) -> Result<(), ToolError> {
+        ShellTools::close(self).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! The Bash tool against real child processes.
+
+mod shell_support;
+
+
+use serde_json::json;
+use shell_support::*;
+use tokio_util::sync::CancellationToken;
+use toolbelt_builtin::shell::{ShellConfig, ShellTools};
+use toolbelt_core::{ToolContext, ToolError};
+
+#[tokio::test]
+async fn non_zero_exit_is_a_normal_result_with_the_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let out = call(
+        &tool(&shell, "Bash"),
+        json!({"command": "echo out; echo err >&2; exit 3"}),
+    )
+    .await
+    .unwrap();
+    assert!(!out.is_error);
+    assert_eq!(out.llm_text(), "out\nerr\nExit code: 3");
+    assert_eq!(out.meta.unwrap()["exit_code"], 3);
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_are_interleaved_in_order_of_arrival() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let command = "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done";
+    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.llm_text(),
+        "out1\nerr1\nout2\nerr2\nout3\nerr3\nout4\nerr4\nout5\nerr5\nExit code: 0"
+    );
+}
+
+#[tokio::test]
+async fn commands_run_in_the_base_dir_with_stdin_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    // `cat` with an open stdin would wait forever; with /dev/null it ends at once.
+    let out = call(
+        &tool(&shell, "Bash"),
+        json!({"command": "pwd; cat; echo done"}),
+    )
+    .await
+    .unwrap();
+    let expected = format!("{}\ndone\nExit code: 0", shell.base_dir().display());
+    assert_eq!(out.llm_text(), expected);
+}
+
+#[tokio::test]
+async fn cd_does_not_carry_over_between_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let shell = shell_in(dir.path());
+    let bash = tool(&shell, "Bash");
+    call(&bash, json!({"command": "cd sub"})).await.unwrap();
+    let out = call(&bash, json!({"command": "basename \"$PWD\""}))
+        .await
+        .unwrap();
+    let base = shell
+        .base_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(out.llm_text(), format!("{base}\nExit code: 0"));
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let command = "sleep 300 & echo $! > grandchild.pid; echo started; wait";
+    let out = call(
+        &tool(&shell, "Bash"),
+        json!({"command": command, "timeout": 400}),
+    )
+    .await
+    .unwrap();
+    assert!(out.is_error);
+    assert!(
+        out.llm_text().starts_with("started\n"),
+        "{}",
+        out.llm_text()
+    );
+    assert!(
+        out.llm_text().contains("timed out after 400 ms"),
+        "{}",
+        out.llm_text()
+    );
+    let pid = read_pid_file(&dir.path().join("grandchild.pid")).await;
+    assert!(
+        process_is_gone(pid),
+        "grandchild {pid} survived the timeout"
+    );
+}
+
+#[tokio::test]
+async fn timeout_force_kills_a_grandchild_that_ignores_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let command =
+        "bash -c 'trap \"\" TERM; echo $$ > stubborn.pid; while true; do sleep 1; done' & wait";
+    let out = call(
+        &tool(&shell, "Bash"),
+        json!({"command": command, "timeout": 400}),
+    )
+    .await
+    .unwrap();
+    assert!(out.is_error);
+    let pid = read_pid_file(&dir.path().join("stubborn.pid")).await;
+    assert!(
+        wait_until_gone(pid),
+        "SIGTERM-ignoring grandchild {pid} survived"
+    );
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_whole_process_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let bash = tool(&shell, "Bash");
+    let token = CancellationToken::new();
+    let ctx = ToolContext::for_call("c1").with_cancellation(token.clone());
+    let args = json!({"command": "sleep 300 & echo $! > grandchild.pid; wait"}).to_string();
+    let call = tokio::spawn(async move { bash.call(ctx, &args).await });
+    let pid = read_pid_file(&dir.path().join("grandchild.pid")).await;
+    assert!(!process_is_gone(pid));
+    token.cancel();
+    let result = call.await.unwrap();
+    assert!(matches!(result, Err(ToolError::Cancelled)), "{result:?}");
+    assert!(
+        process_is_gone(pid),
+        "grandchild {pid} survived cancellation"
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_running_call_kills_its_process_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let bash = tool(&shell, "Bash");
+    let args = json!({"command": "sleep 300 & echo $! > grandchild.pid; wait"}).to_string();
+    let call = tokio::spawn(async move { bash.call(ToolContext::new(), &args).await });
+    let pid = read_pid_file(&dir.path().join("grandchild.pid")).await;
+    call.abort();
+    let _ = call.await;
+    assert!(
+        wait_until_gone(pid),
+        "grandchild {pid} survived the dropped call"
+    );
+}
+
+#[tokio::test]
+async fn a_finished_command_leaves_no_background_job_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let out = call(
+        &tool(&shell, "Bash"),
+        json!({"command": "sleep 300 & echo $! > job.pid; echo launched"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.llm_text(), "launched\nExit code: 0");
+    let pid = read_pid_file(&dir.path().join("job.pid")).await;
+    assert!(
+        process_is_gone(pid),
+        "background job {pid} outlived its call"
+    );
+}
+
+#[tokio::test]
+async fn long_output_is_capped_keeping_head_and_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = ShellTools::new(ShellConfig::new(dir.path()).max_output_chars(1000)).unwrap();
+    let out = call(&tool(&shell, "Bash"), json!({"command": "seq 1 100000"}))
+        .await
+        .unwrap();
+    let text = out.llm_text();
+    assert!(text.starts_with("1\n2\n3\n"), "{}", &text[..50]);
+    assert!(
+        text.ends_with("99999\n100000\nExit code: 0"),
+        "{}",
+        &text[text.len() - 50..]
+    );
+    let total = (1..=100_000)
+        .map(|n: u32| n.to_string().len() + 1)
+        .sum::<usize>();
+    assert!(
+        text.contains(&format!("[{} characters omitted]", total - 1000)),
+        "{text}"
+    );
+    assert_eq!(out.meta.unwrap()["omitted_chars"], total - 1000);
+}
+
+#[tokio::test]
+async fn default_output_cap_is_30000_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let out = call(&tool(&shell, "Bash"), json!({"command": "seq 1 50000"}))
+        .await
+        .unwrap();
+    let shown = out.llm_text().chars().count();
+    assert!(
+        (30_000..30_100).contains(&shown),
+        "{shown} characters shown"
+    );
+}
+
+#[tokio::test]
+async fn environment_is_inherited_minus_the_deny_list_plus_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = ShellTools::new(
+        ShellConfig::new(dir.path())
+            .deny_env("HOME")
+            .deny_env("TOOLBELT_TEST_*")
+            .env("TOOLBELT_GREETING", "hello"),
+    )
+    .unwrap();
+    let command = "echo \"${HOME-unset} ${TOOLBELT_GREETING} ${PATH:+path-kept}\"";
+    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
+        .await
+        .unwrap();
+    assert_eq!(out.llm_text(), "unset hello path-kept\nExit code: 0");
+}
+
+#[tokio::test]
+async fn empty_commands_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let err = call(&tool(&shell, "Bash"), json!({"command": "  "}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_base_dir_is_a_clear_error() {
+    let err = ShellTools::new(ShellConfig::new("/definitely/not/here")).unwrap_err();
+    assert!(err.to_string().contains("/definitely/not/here"), "{err}");
+}
+
+#[tokio::test]
+async fn killed_by_a_signal_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let out = call(&tool(&shell, "Bash"), json!({"command": "kill -9 $$"}))
+        .await
+        .unwrap();
+    assert_eq!(out.llm_text(), "(no output)\nKilled by signal 9");
+}
