@@ -1,3 +1,104 @@
-//! LlmAgent, Runner, sessions and events: the agent loop.
+//! # toolbelt-agent: the agent loop
 //!
-//! (Work in progress.)
+//! - [`LlmAgent`]: a model, an instruction, tools and tool sets; each turn it sends the
+//!   conversation and the visible tools to the model and runs the calls through the
+//!   [`toolbelt_exec::Executor`] (serial or parallel, results in call order, unknown tools
+//!   answered with suggestions, optional JSON repair), until the model answers without tools
+//!   or [`LlmAgentBuilder::max_tool_iterations`] is reached (an error event).
+//! - [`Runner`]: `run(user_id, session_id, input, options)` → an [`EventStream`] of
+//!   [`Event`]s (input, chunks, completions, tool responses, errors, a runner completion).
+//! - Sessions ([`session`]): in memory, or SQLite (feature `sqlite`); every complete event
+//!   is stored before the caller sees it, and history is sanitised before every model call
+//!   ([`history::sanitize`]).
+//! - In tools: [`Invocation::from_context`] gives the agent name, invocation id, session
+//!   and runtime state; the context's `call_id()` is the tool_call_id;
+//!   [`Invocation::child`] and [`Invocation::run_child`] run another agent whose events
+//!   carry the parent's invocation id.
+//! - Multi-agent: sub-agents and `transfer_to_agent`; `await_user_reply` with one-shot
+//!   routing ([`Runner::with_await_user_reply_routing`]); framework tools are never removed
+//!   by tool filters.
+//! - Per run ([`RunOptions`]): a tool filter, an execution filter (calls it declines are
+//!   handed back in [`Event::pending_tool_calls`]; resume with role=tool messages), JSON
+//!   repair, runtime state.
+//!
+//! ## Quick start
+//!
+//! ```
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use toolbelt_agent::{LlmAgent, ObjectType, RunOptions, Runner};
+//! use toolbelt_core::{FunctionTool, ToolContext, ToolError};
+//! use toolbelt_model::testing::{Reply, ScriptedServer};
+//! use toolbelt_model::{OpenAiConfig, OpenAiModel};
+//!
+//! /// Arguments of `multiply`.
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Factors {
+//!     /// The first factor.
+//!     a: f64,
+//!     /// The second factor.
+//!     b: f64,
+//! }
+//!
+//! async fn multiply(_ctx: ToolContext, f: Factors) -> Result<f64, ToolError> {
+//!     Ok(f.a * f.b)
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! // A local stand-in for a real model: it calls the tool, then answers.
+//! let server = ScriptedServer::start([
+//!     Reply::tool_call("call_1", "multiply", r#"{"a":25,"b":4}"#),
+//!     Reply::text("25 × 4 = 100"),
+//! ]).await?;
+//! let model = OpenAiModel::new(OpenAiConfig::new(server.base_url(), "any"))?;
+//!
+//! let agent = LlmAgent::builder("calculator")
+//!     .instruction("You are a maths assistant.")
+//!     .model(model)
+//!     .tool(FunctionTool::new("multiply", "Multiplies two numbers", multiply)?)
+//!     .build()?;
+//! let runner = Runner::new("math-app", Arc::new(agent));
+//!
+//! let mut events = runner.run("user1", "session1", "What is 25 times 4?", RunOptions::new());
+//! let mut answer = String::new();
+//! while let Some(event) = events.next().await {
+//!     for call in event.tool_calls() {
+//!         println!("calling {} with {}", call.name(), call.arguments());
+//!     }
+//!     if event.object == ObjectType::ToolResponse {
+//!         assert_eq!(event.tool_results[0].content, "100.0");
+//!     }
+//!     if let (ObjectType::ChatCompletion, Some(message)) = (event.object, event.message()) {
+//!         answer = message.content.clone();
+//!     }
+//!     if event.is_runner_completion() {
+//!         break;
+//!     }
+//! }
+//! assert_eq!(answer, "25 × 4 = 100");
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+
+#![warn(missing_docs)]
+
+mod agent;
+mod error;
+mod event;
+pub mod framework;
+pub mod history;
+mod id;
+mod invocation;
+mod llm_agent;
+mod runner;
+pub mod session;
+mod toolsets;
+
+pub use agent::{Agent, DynAgent, find_agent};
+pub use error::AgentError;
+pub use event::{ErrorKind, Event, EventError, ObjectType, ToolResult};
+pub use invocation::{Invocation, RunOptions};
+pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
+pub use runner::{EventStream, RunInput, Runner};
+pub use session::{InMemorySessionService, Session, SessionKey, SessionService};
+#[cfg(feature = "sqlite")]
+pub use session::SqliteSessionService;

@@ -1,0 +1,563 @@
+//! [`LlmAgent`]: the loop that gives tools to a model and runs what it asks for.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use toolbelt_core::{DynTool, DynToolSet, Tool, ToolContext, ToolFilter};
+use toolbelt_exec::{
+    BatchItem, BatchOptions, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
+    RetryPolicy, ToolSnapshot, repair_arguments,
+};
+use toolbelt_model::{
+    DynModel, GenerationConfig, Message, Model, Request, Response, ToolCall,
+};
+
+use crate::framework::{
+    AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, TransferTool, is_framework_tool,
+};
+use crate::history::{messages_from_events, sanitize};
+use crate::toolsets::ToolSets;
+use crate::{
+    Agent, AgentError, DynAgent, ErrorKind, EventError, Invocation, ObjectType, ToolResult,
+};
+
+/// The default limit of consecutive model turns that call tools.
+pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 20;
+
+/// An agent driven by a chat model: each turn it sends the conversation and its tools to
+/// the model, runs the tool calls through the executor, and feeds the results back, until
+/// the model answers without calling tools (or the iteration limit is reached).
+///
+/// Tools run through a [`toolbelt_exec::Executor`]: name resolution with suggestions,
+/// validation, hooks, middleware and batch scheduling (serial, or parallel with results in
+/// call order) all come from there.
+pub struct LlmAgent {
+    name: String,
+    description: String,
+    instruction: String,
+    model: DynModel,
+    executor: Executor,
+    tool_sets: ToolSets,
+    framework_tools: Vec<DynTool>,
+    sub_agents: Vec<DynAgent>,
+    config: GenerationConfig,
+    mode: ExecutionMode,
+    tool_filter: Option<ToolFilter>,
+    refresh_tool_sets_on_run: bool,
+    max_tool_iterations: usize,
+    repair_json: bool,
+}
+
+impl std::fmt::Debug for LlmAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmAgent")
+            .field("name", &self.name)
+            .field("model", &self.model.name())
+            .field("mode", &self.mode)
+            .field("max_tool_iterations", &self.max_tool_iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+type ConfigureExecutor = Box<dyn FnOnce(ExecutorBuilder) -> ExecutorBuilder + Send>;
+
+/// Builds an [`LlmAgent`].
+pub struct LlmAgentBuilder {
+    name: String,
+    description: String,
+    instruction: String,
+    model: Option<DynModel>,
+    tools: Vec<DynTool>,
+    tool_sets: Vec<DynToolSet>,
+    sub_agents: Vec<DynAgent>,
+    config: GenerationConfig,
+    mode: ExecutionMode,
+    tool_retry: Option<RetryPolicy>,
+    tool_filter: Option<ToolFilter>,
+    refresh_tool_sets_on_run: bool,
+    max_tool_iterations: usize,
+    repair_json: bool,
+    await_user_reply: bool,
+    executor: Option<Executor>,
+    configure: Vec<ConfigureExecutor>,
+}
+
+impl LlmAgentBuilder {
+    /// What the agent is for.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// The system instruction.
+    pub fn instruction(mut self, instruction: impl Into<String>) -> Self {
+        self.instruction = instruction.into();
+        self
+    }
+
+    /// The model (required).
+    pub fn model(mut self, model: impl Model + 'static) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// The model, shared.
+    pub fn model_arc(mut self, model: DynModel) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = DynTool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a tool set.
+    pub fn tool_set(mut self, set: DynToolSet) -> Self {
+        self.tool_sets.push(set);
+        self
+    }
+
+    /// Adds a sub-agent; with any, the agent gets the `transfer_to_agent` tool.
+    pub fn sub_agent(mut self, agent: DynAgent) -> Self {
+        self.sub_agents.push(agent);
+        self
+    }
+
+    /// How to generate (streaming, sampling, limits).
+    pub fn generation_config(mut self, config: GenerationConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Runs the calls of one turn concurrently (through [`ExecutionMode::Parallel`]) or one
+    /// after another (the default). Results are in call order either way.
+    pub fn parallel_tools(mut self, parallel: bool) -> Self {
+        self.mode = if parallel {
+            ExecutionMode::Parallel
+        } else {
+            ExecutionMode::Serial
+        };
+        self
+    }
+
+    /// Schedules each turn's calls in `mode` (see [`ExecutionMode`]).
+    pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Retries failing tool calls by `policy` (the executor's retry middleware).
+    pub fn tool_retry(mut self, policy: RetryPolicy) -> Self {
+        self.tool_retry = Some(policy);
+        self
+    }
+
+    /// Narrows the tools offered to the model (framework tools are always kept).
+    pub fn tool_filter(mut self, filter: ToolFilter) -> Self {
+        self.tool_filter = Some(filter);
+        self
+    }
+
+    /// Lists the tool sets again at the start of every run (default: list once, keep).
+    pub fn refresh_tool_sets_on_run(mut self, refresh: bool) -> Self {
+        self.refresh_tool_sets_on_run = refresh;
+        self
+    }
+
+    /// The most consecutive model turns that may call tools before the run stops with an
+    /// error event (default [`DEFAULT_MAX_TOOL_ITERATIONS`]).
+    pub fn max_tool_iterations(mut self, max: usize) -> Self {
+        self.max_tool_iterations = max;
+        self
+    }
+
+    /// Repairs malformed JSON arguments by default (a run may override it).
+    pub fn repair_json(mut self, on: bool) -> Self {
+        self.repair_json = on;
+        self
+    }
+
+    /// Offers the `await_user_reply` tool.
+    pub fn await_user_reply_tool(mut self, on: bool) -> Self {
+        self.await_user_reply = on;
+        self
+    }
+
+    /// Uses this executor (its registry's tools become the agent's tools too). Without one,
+    /// the agent builds its own over a fresh registry.
+    pub fn executor(mut self, executor: Executor) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    /// Adjusts the executor the agent builds (hooks, middleware, limits). Ignored when an
+    /// executor is given with [`LlmAgentBuilder::executor`].
+    pub fn configure_executor(
+        mut self,
+        configure: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder + Send + 'static,
+    ) -> Self {
+        self.configure.push(Box::new(configure));
+        self
+    }
+
+    /// The agent. Fails without a model, on duplicate tool names, or when a tool uses the
+    /// name of a framework tool.
+    pub fn build(self) -> Result<LlmAgent, AgentError> {
+        let model = self
+            .model
+            .ok_or_else(|| AgentError::Config(format!("agent {} has no model", self.name)))?;
+        let executor = match self.executor {
+            Some(executor) => executor,
+            None => {
+                let mut builder = Executor::builder(Arc::new(Registry::new()));
+                if let Some(policy) = self.tool_retry {
+                    builder = builder.middleware(Retry::new(policy));
+                }
+                for configure in self.configure {
+                    builder = configure(builder);
+                }
+                builder.build()
+            }
+        };
+        for tool in self.tools {
+            if is_framework_tool(tool.name()) {
+                return Err(AgentError::Config(format!(
+                    "the tool name {} is reserved for the framework",
+                    tool.name()
+                )));
+            }
+            executor
+                .registry()
+                .register_arc(tool)
+                .map_err(|e| AgentError::Config(e.to_string()))?;
+        }
+        let config_error = |e: toolbelt_core::ToolError| AgentError::Config(e.to_string());
+        let mut framework_tools: Vec<DynTool> = Vec::new();
+        if !self.sub_agents.is_empty() {
+            let targets: Vec<(String, String)> = self
+                .sub_agents
+                .iter()
+                .map(|a| (a.name().to_string(), a.description().to_string()))
+                .collect();
+            framework_tools.push(Arc::new(TransferTool::new(&targets).map_err(config_error)?));
+        }
+        if self.await_user_reply {
+            framework_tools.push(Arc::new(AwaitUserReplyTool::new().map_err(config_error)?));
+        }
+        Ok(LlmAgent {
+            name: self.name,
+            description: self.description,
+            instruction: self.instruction,
+            model,
+            executor,
+            tool_sets: ToolSets::new(self.tool_sets),
+            framework_tools,
+            sub_agents: self.sub_agents,
+            config: self.config,
+            mode: self.mode,
+            tool_filter: self.tool_filter,
+            refresh_tool_sets_on_run: self.refresh_tool_sets_on_run,
+            max_tool_iterations: self.max_tool_iterations,
+            repair_json: self.repair_json,
+        })
+    }
+}
+
+/// What one turn's tool calls came to.
+enum TurnEnd {
+    /// Results are in; ask the model again.
+    Continue,
+    /// Stop the run here (calls handed back, or a transfer finished).
+    Stop,
+}
+
+impl LlmAgent {
+    /// A builder for an agent named `name`.
+    pub fn builder(name: impl Into<String>) -> LlmAgentBuilder {
+        LlmAgentBuilder {
+            name: name.into(),
+            description: String::new(),
+            instruction: String::new(),
+            model: None,
+            tools: Vec::new(),
+            tool_sets: Vec::new(),
+            sub_agents: Vec::new(),
+            config: GenerationConfig::default(),
+            mode: ExecutionMode::Serial,
+            tool_retry: None,
+            tool_filter: None,
+            refresh_tool_sets_on_run: false,
+            max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
+            repair_json: false,
+            await_user_reply: false,
+            executor: None,
+            configure: Vec::new(),
+        }
+    }
+
+    /// The executor tool calls go through.
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// Adds a tool set, or replaces the set of the same name, for runs that start from now
+    /// on. The replaced set is not closed.
+    pub fn add_tool_set(&self, set: DynToolSet) {
+        self.tool_sets.add(set);
+    }
+
+    /// Removes the tool sets named `name` (not closing them); whether any was there.
+    pub fn remove_tool_set(&self, name: &str) -> bool {
+        self.tool_sets.remove(name)
+    }
+
+    /// Replaces all tool sets at once (not closing the old ones).
+    pub fn set_tool_sets(&self, sets: Vec<DynToolSet>) {
+        self.tool_sets.set(sets);
+    }
+
+    /// The current tool sets.
+    pub fn tool_sets(&self) -> Vec<DynToolSet> {
+        self.tool_sets.current().to_vec()
+    }
+
+    /// The tools this agent offers in `inv`: its own and its sets' (narrowed by the agent's
+    /// and the run's filters), then the framework tools, which no filter removes.
+    pub async fn visible_tools(&self, inv: &Invocation) -> ToolSnapshot {
+        let ctx = self.tool_context(inv);
+        let own = self.executor.registry().snapshot(&ctx).await;
+        let (set_tools, _errors) = self
+            .tool_sets
+            .tools(&ctx, self.refresh_tool_sets_on_run)
+            .await;
+        let user_tools = own.tools().cloned().chain(set_tools);
+        let mut user = ToolSnapshot::from_tools(user_tools);
+        if let Some(filter) = &self.tool_filter {
+            user = user.filtered(&ctx, filter);
+        }
+        if let Some(filter) = &inv.options().tool_filter {
+            user = user.filtered(&ctx, filter);
+        }
+        let user_tools = user.tools().filter(|t| !is_framework_tool(t.name())).cloned();
+        ToolSnapshot::from_tools(self.framework_tools.iter().cloned().chain(user_tools))
+    }
+
+    fn tool_context(&self, inv: &Invocation) -> ToolContext {
+        ToolContext::new()
+            .with_cancellation(inv.cancellation().child_token())
+            .with_extension(inv.clone())
+    }
+
+    async fn request(&self, inv: &Invocation, tools: &ToolSnapshot) -> Result<Request, AgentError> {
+        let events = inv.history().await?;
+        let mut messages = Vec::with_capacity(events.len() + 1);
+        if !self.instruction.is_empty() {
+            messages.push(Message::system(&self.instruction));
+        }
+        messages.extend(sanitize(messages_from_events(&events)));
+        let mut request = Request::new(messages)
+            .with_tools(tools.declarations())
+            .with_config(self.config.clone());
+        if !tools.is_empty() {
+            request.parallel_tool_calls = Some(self.mode != ExecutionMode::Serial);
+        }
+        Ok(request)
+    }
+
+    /// One model call: emits chunks and the complete message; returns the message, or
+    /// `None` after emitting an error event.
+    async fn call_model(&self, inv: &Invocation, request: Request) -> Result<Option<Message>, AgentError> {
+        let mut stream = match self.model.generate(request).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                emit_error(inv, ErrorKind::Model, error.to_string()).await?;
+                return Ok(None);
+            }
+        };
+        let mut last: Option<Response> = None;
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = inv.cancellation().cancelled() => return Err(AgentError::Cancelled),
+                item = stream.next() => item,
+            };
+            match item {
+                None => break,
+                Some(Err(error)) => {
+                    emit_error(inv, ErrorKind::Model, error.to_string()).await?;
+                    return Ok(None);
+                }
+                Some(Ok(response)) if response.partial => {
+                    let mut event = inv.new_event(ObjectType::ChatChunk);
+                    event.response = Some(response);
+                    inv.emit(event).await?;
+                }
+                Some(Ok(response)) => last = Some(response),
+            }
+        }
+        let Some(response) = last.filter(|r| r.message.is_some()) else {
+            let message = "the model's response ended without a message".to_string();
+            emit_error(inv, ErrorKind::Model, message).await?;
+            return Ok(None);
+        };
+        let message = response.message.clone();
+        let mut event = inv.new_event(ObjectType::ChatCompletion);
+        event.response = Some(response);
+        inv.emit(event).await?;
+        Ok(message)
+    }
+
+    /// Runs one turn's tool calls and emits their results.
+    async fn run_tools(
+        &self,
+        inv: &Invocation,
+        tools: &ToolSnapshot,
+        calls: &[ToolCall],
+    ) -> Result<TurnEnd, AgentError> {
+        let repair = inv.options().repair_json.unwrap_or(self.repair_json)
+            && !self.executor.config().repair_json;
+        let mut repaired: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        let batch: Vec<toolbelt_exec::ToolCall> = calls
+            .iter()
+            .map(|call| {
+                // Repair through the executor's own repair function, per run: the
+                // executor's setting is fixed when it is built, the run's is not.
+                let mut arguments = call.function.arguments.clone();
+                let mut fixed_text = None;
+                if repair
+                    && let Ok(fixed) = repair_arguments(&arguments)
+                    && fixed.repaired
+                {
+                    arguments = fixed.text.clone();
+                    fixed_text = Some(fixed.text);
+                }
+                repaired.push(fixed_text);
+                toolbelt_exec::ToolCall::new(&call.id, &call.function.name, arguments)
+            })
+            .collect();
+        let mut options = BatchOptions::new().mode(self.mode).snapshot(tools.clone());
+        if let Some(filter) = &inv.options().execution_filter {
+            options = options.filter(filter.clone());
+        }
+        let ctx = self.tool_context(inv);
+        let items = self.executor.execute_batch(&ctx, &batch, &options).await;
+        if inv.is_cancelled() {
+            return Err(AgentError::Cancelled);
+        }
+
+        let mut event = inv.new_event(ObjectType::ToolResponse);
+        for (item, repaired) in items.into_iter().zip(repaired) {
+            match item {
+                BatchItem::Done(result) => {
+                    let user_text = result.user_text();
+                    let content = result.model_text();
+                    event.tool_results.push(ToolResult {
+                        user_text: (user_text != content).then_some(user_text),
+                        is_error: !result.is_success(),
+                        duration_ms: result.duration.as_millis() as u64,
+                        repaired_arguments: result.repaired_arguments.or(repaired),
+                        call_id: result.call_id,
+                        name: result.tool_name,
+                        content,
+                    });
+                }
+                BatchItem::Pending(call) => {
+                    let original = calls.iter().find(|c| c.id == call.id);
+                    event.pending_tool_calls.push(original.cloned().unwrap_or_else(|| {
+                        ToolCall::new(call.id, call.name, call.arguments)
+                    }));
+                }
+            }
+        }
+        let handed_back = !event.pending_tool_calls.is_empty();
+        if !event.tool_results.is_empty() || handed_back {
+            inv.emit(event).await?;
+        }
+
+        let (transfer_to, await_reply) = {
+            let mut actions = inv.actions.lock().unwrap_or_else(|p| p.into_inner());
+            (actions.transfer_to.take(), std::mem::take(&mut actions.await_user_reply))
+        };
+        if await_reply {
+            let mut changes = Map::new();
+            changes.insert(AWAIT_USER_REPLY_STATE_KEY.into(), json!(self.name));
+            inv.update_session_state(changes).await?;
+        }
+        if handed_back {
+            return Ok(TurnEnd::Stop);
+        }
+        if let Some(target) = transfer_to {
+            let Some(agent) = self.sub_agents.iter().find(|a| a.name() == target).cloned() else {
+                let message = format!("agent {} has no sub-agent {target}", self.name);
+                emit_error(inv, ErrorKind::Config, message).await?;
+                return Ok(TurnEnd::Stop);
+            };
+            agent.run(inv.transfer_to(&target)).await?;
+            return Ok(TurnEnd::Stop);
+        }
+        Ok(TurnEnd::Continue)
+    }
+}
+
+async fn emit_error(inv: &Invocation, kind: ErrorKind, message: String) -> Result<(), AgentError> {
+    let mut event = inv.new_event(ObjectType::Error);
+    event.error = Some(EventError { kind, message });
+    inv.emit(event).await
+}
+
+#[async_trait]
+impl Agent for LlmAgent {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn sub_agents(&self) -> Vec<DynAgent> {
+        self.sub_agents.clone()
+    }
+
+    async fn run(&self, inv: Invocation) -> Result<(), AgentError> {
+        let tools = self.visible_tools(&inv).await;
+        let mut tool_turns = 0;
+        loop {
+            let request = self.request(&inv, &tools).await?;
+            let Some(message) = self.call_model(&inv, request).await? else {
+                return Ok(());
+            };
+            if message.tool_calls.is_empty() {
+                return Ok(());
+            }
+            if tool_turns == self.max_tool_iterations {
+                let text = format!(
+                    "agent {} stopped after {} rounds of tool calls without a final answer \
+                     (max_tool_iterations); the last calls were not run",
+                    self.name, self.max_tool_iterations
+                );
+                return emit_error(&inv, ErrorKind::MaxIterations, text).await;
+            }
+            tool_turns += 1;
+            match self.run_tools(&inv, &tools, &message.tool_calls).await? {
+                TurnEnd::Continue => {}
+                TurnEnd::Stop => return Ok(()),
+            }
+        }
+    }
+}
+
+/// The JSON value of an agent's name, as stored for await_user_reply routing.
+pub(crate) fn route_target(value: &Value) -> Option<&str> {
+    value.as_str()
+}

@@ -1,0 +1,231 @@
+//! [`Runner`]: runs an agent for a user's session and streams its events.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use toolbelt_model::{Message, Role};
+
+use crate::framework::AWAIT_USER_REPLY_STATE_KEY;
+use crate::invocation::{HistoryStore, input_events};
+use crate::llm_agent::route_target;
+use crate::session::{InMemorySessionService, SessionKey, SessionService};
+use crate::{
+    AgentError, DynAgent, ErrorKind, Event, EventError, Invocation, ObjectType, RunOptions,
+    find_agent,
+};
+
+/// How many events may wait for a slow consumer before the agent pauses.
+pub(crate) const CHANNEL_CAPACITY: usize = 256;
+
+/// The events of a run, ending with a [`ObjectType::RunnerCompletion`]. Dropping it cancels
+/// the run.
+pub struct EventStream {
+    rx: mpsc::Receiver<Event>,
+    _cancel_on_drop: DropGuard,
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventStream(..)")
+    }
+}
+
+impl EventStream {
+    pub(crate) fn new(rx: mpsc::Receiver<Event>, cancel: CancellationToken) -> Self {
+        Self {
+            rx,
+            _cancel_on_drop: cancel.drop_guard(),
+        }
+    }
+
+    /// Collects every remaining event.
+    pub async fn collect_all(mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        while let Some(event) = self.rx.recv().await {
+            events.push(event);
+        }
+        events
+    }
+}
+
+impl Stream for EventStream {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// What a run starts from: user messages, or role=tool messages answering calls that an
+/// execution filter handed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInput(pub Vec<Message>);
+
+impl From<Message> for RunInput {
+    fn from(message: Message) -> Self {
+        RunInput(vec![message])
+    }
+}
+
+impl From<Vec<Message>> for RunInput {
+    fn from(messages: Vec<Message>) -> Self {
+        RunInput(messages)
+    }
+}
+
+impl From<&str> for RunInput {
+    fn from(text: &str) -> Self {
+        RunInput(vec![Message::user(text)])
+    }
+}
+
+impl From<String> for RunInput {
+    fn from(text: String) -> Self {
+        RunInput(vec![Message::user(text)])
+    }
+}
+
+/// Runs an agent (and its sub-agents) for users' sessions.
+///
+/// Each [`Runner::run`] stores the input in the session, runs the agent that should answer
+/// (the root, or the agent a one-shot `await_user_reply` route points at), stores every
+/// complete event before yielding it, and ends with a runner completion event.
+#[derive(Clone)]
+pub struct Runner {
+    app: String,
+    root: DynAgent,
+    sessions: Arc<dyn SessionService>,
+    await_user_reply_routing: bool,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("app", &self.app)
+            .field("root", &self.root.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// A runner for application `app` with sessions in memory.
+    pub fn new(app: impl Into<String>, root: DynAgent) -> Self {
+        Self {
+            app: app.into(),
+            root,
+            sessions: Arc::new(InMemorySessionService::new()),
+            await_user_reply_routing: false,
+        }
+    }
+
+    /// Stores sessions in `sessions`.
+    pub fn with_session_service(mut self, sessions: Arc<dyn SessionService>) -> Self {
+        self.sessions = sessions;
+        self
+    }
+
+    /// Routes the next user message to the agent that called `await_user_reply`, once.
+    pub fn with_await_user_reply_routing(mut self, on: bool) -> Self {
+        self.await_user_reply_routing = on;
+        self
+    }
+
+    /// The session store.
+    pub fn sessions(&self) -> &Arc<dyn SessionService> {
+        &self.sessions
+    }
+
+    /// The application name (the first part of every session key).
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+
+    /// Starts a run and returns its events. Errors arrive as error events; the stream
+    /// always ends with a runner completion.
+    pub fn run(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        input: impl Into<RunInput>,
+        options: RunOptions,
+    ) -> EventStream {
+        let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let cancel = options.cancellation.clone().unwrap_or_default();
+        let stream = EventStream::new(rx, cancel.clone());
+        let runner = self.clone();
+        let key = SessionKey::new(&self.app, user_id, session_id);
+        let input = input.into().0;
+        tokio::spawn(async move {
+            let root = Invocation::root(
+                runner.root.name(),
+                key,
+                options,
+                HistoryStore::Session(runner.sessions.clone()),
+                tx,
+                cancel,
+            );
+            let result = runner.drive(&root, input).await;
+            if let Err(error) = &result
+                && !matches!(error, AgentError::Cancelled)
+            {
+                let _ = root.emit(error_event(&root, error)).await;
+            }
+            let mut done = root.new_event(ObjectType::RunnerCompletion);
+            done.author = runner.root.name().to_string();
+            let _ = root.emit(done).await;
+        });
+        stream
+    }
+
+    async fn drive(&self, root: &Invocation, input: Vec<Message>) -> Result<(), AgentError> {
+        self.sessions.get_or_create(root.session()).await?;
+        let agent = self.agent_for(root, &input).await?;
+        for event in input_events(root, "user", input) {
+            root.emit(event).await?;
+        }
+        let invocation = if agent.name() == root.agent_name() {
+            root.clone()
+        } else {
+            root.transfer_to(agent.name())
+        };
+        agent.run(invocation).await
+    }
+
+    /// The agent that answers this input: the one a pending await_user_reply route names
+    /// (consuming the route), else the root.
+    async fn agent_for(&self, root: &Invocation, input: &[Message]) -> Result<DynAgent, AgentError> {
+        let from_user = input.iter().any(|m| m.role == Role::User);
+        if !(self.await_user_reply_routing && from_user) {
+            return Ok(self.root.clone());
+        }
+        let route = self
+            .sessions
+            .take_state(root.session(), AWAIT_USER_REPLY_STATE_KEY)
+            .await?;
+        let target = route.as_ref().and_then(route_target);
+        Ok(match target.and_then(|name| find_agent(&self.root, name)) {
+            Some(agent) => agent,
+            None => self.root.clone(),
+        })
+    }
+}
+
+/// The error event for `error` in `inv`.
+pub(crate) fn error_event(inv: &Invocation, error: &AgentError) -> Event {
+    let kind = match error {
+        AgentError::Model(_) => ErrorKind::Model,
+        AgentError::Session(_) => ErrorKind::Session,
+        AgentError::Config(_) => ErrorKind::Config,
+        AgentError::Cancelled => ErrorKind::Cancelled,
+    };
+    let mut event = inv.new_event(ObjectType::Error);
+    event.error = Some(EventError {
+        kind,
+        message: error.to_string(),
+    });
+    event
+}

@@ -1,0 +1,284 @@
+//! Sessions in an embedded SQLite database.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Map, Value};
+
+use super::memory::apply_changes;
+use super::{Session, SessionKey, SessionService};
+use crate::{AgentError, Event};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    app TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT '{}',
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (app, user_id, session_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    app TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    invocation_id TEXT NOT NULL,
+    author TEXT NOT NULL,
+    object TEXT NOT NULL,
+    body TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (app, user_id, session_id, seq);
+";
+
+/// Sessions in a SQLite file: events and state written in one transaction per change, with
+/// the journal synced before each commit returns, so an event the caller has seen survives a
+/// crash of the process (or of the machine).
+///
+/// Calls run on tokio's blocking pool; one connection serves them in turn.
+#[derive(Debug, Clone)]
+pub struct SqliteSessionService {
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn db_error(error: impl std::fmt::Display) -> AgentError {
+    AgentError::Session(error.to_string())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl SqliteSessionService {
+    /// Opens (creating if needed) the database at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, AgentError> {
+        let conn = Connection::open(path.as_ref()).map_err(|e| {
+            AgentError::Session(format!("cannot open {}: {e}", path.as_ref().display()))
+        })?;
+        Self::with_connection(conn)
+    }
+
+    /// A database in memory (for tests).
+    pub fn open_in_memory() -> Result<Self, AgentError> {
+        Self::with_connection(Connection::open_in_memory().map_err(db_error)?)
+    }
+
+    fn with_connection(conn: Connection) -> Result<Self, AgentError> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_error)?;
+        // WAL lets readers in other processes work during a run; FULL syncs every commit.
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db_error)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(db_error)?;
+        conn.execute_batch(SCHEMA).map_err(db_error)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, AgentError> + Send + 'static,
+    ) -> Result<T, AgentError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic while holding the lock rolled its transaction back; the connection is
+            // still usable.
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            work(&mut conn)
+        })
+        .await
+        .map_err(|e| AgentError::Session(format!("session task failed: {e}")))?
+    }
+}
+
+fn ensure_session(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<(), AgentError> {
+    let now = now_ms();
+    tx.execute(
+        "INSERT INTO sessions (app, user_id, session_id, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, ?4, ?4)
+         ON CONFLICT (app, user_id, session_id) DO UPDATE SET updated_ms = excluded.updated_ms",
+        params![key.app, key.user_id, key.session_id, now],
+    )
+    .map_err(db_error)?;
+    Ok(())
+}
+
+fn read_state(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<Map<String, Value>, AgentError> {
+    let text: Option<String> = tx
+        .query_row(
+            "SELECT state FROM sessions WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
+            params![key.app, key.user_id, key.session_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(db_error)?;
+    match text {
+        None => Ok(Map::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| AgentError::Session(format!("corrupt session state: {e}"))),
+    }
+}
+
+fn write_state(
+    tx: &rusqlite::Transaction<'_>,
+    key: &SessionKey,
+    state: &Map<String, Value>,
+) -> Result<(), AgentError> {
+    let text = serde_json::to_string(state).map_err(db_error)?;
+    tx.execute(
+        "UPDATE sessions SET state = ?4, updated_ms = ?5
+         WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
+        params![key.app, key.user_id, key.session_id, text, now_ms()],
+    )
+    .map_err(db_error)?;
+    Ok(())
+}
+
+fn read_events(conn: &Connection, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
+             ORDER BY seq",
+        )
+        .map_err(db_error)?;
+    let rows = statement
+        .query_map(params![key.app, key.user_id, key.session_id], |row| {
+            row.get::<_, String>(0)
+        })
+        .map_err(db_error)?;
+    let mut events = Vec::new();
+    for row in rows {
+        let body = row.map_err(db_error)?;
+        match serde_json::from_str::<Event>(&body) {
+            Ok(event) => events.push(event),
+            // A row written by an incompatible version is skipped, not fatal: the rest of
+            // the conversation is still worth having.
+            Err(error) => tracing::warn!(%error, "skipping an unreadable stored event"),
+        }
+    }
+    Ok(events)
+}
+
+#[async_trait]
+impl SessionService for SqliteSessionService {
+    async fn get_or_create(&self, key: &SessionKey) -> Result<Session, AgentError> {
+        let key = key.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            ensure_session(&tx, &key)?;
+            let state = read_state(&tx, &key)?;
+            let events = read_events(&tx, &key)?;
+            tx.commit().map_err(db_error)?;
+            Ok(Session { key, events, state })
+        })
+        .await
+    }
+
+    async fn events(&self, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
+        let key = key.clone();
+        self.with(move |conn| read_events(conn, &key)).await
+    }
+
+    async fn append_event(&self, key: &SessionKey, event: &Event) -> Result<(), AgentError> {
+        let key = key.clone();
+        let body = serde_json::to_string(event).map_err(db_error)?;
+        let event = event.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            ensure_session(&tx, &key)?;
+            tx.execute(
+                "INSERT INTO events (app, user_id, session_id, event_id, invocation_id, author,
+                                     object, body, timestamp_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    key.app,
+                    key.user_id,
+                    key.session_id,
+                    event.id,
+                    event.invocation_id,
+                    event.author,
+                    event.object.as_str(),
+                    body,
+                    event.timestamp_ms as i64
+                ],
+            )
+            .map_err(db_error)?;
+            tx.commit().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn update_state(&self, key: &SessionKey, changes: Map<String, Value>) -> Result<(), AgentError> {
+        let key = key.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            ensure_session(&tx, &key)?;
+            let mut state = read_state(&tx, &key)?;
+            apply_changes(&mut state, changes);
+            write_state(&tx, &key, &state)?;
+            tx.commit().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn take_state(&self, key: &SessionKey, name: &str) -> Result<Option<Value>, AgentError> {
+        let key = key.clone();
+        let name = name.to_string();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            let mut state = read_state(&tx, &key)?;
+            let taken = state.remove(&name);
+            if taken.is_some() {
+                write_state(&tx, &key, &state)?;
+            }
+            tx.commit().map_err(db_error)?;
+            Ok(taken)
+        })
+        .await
+    }
+
+    async fn list_sessions(&self, app: &str, user_id: &str) -> Result<Vec<String>, AgentError> {
+        let (app, user_id) = (app.to_string(), user_id.to_string());
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT session_id FROM sessions WHERE app = ?1 AND user_id = ?2
+                     ORDER BY session_id",
+                )
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map(params![app, user_id], |row| row.get::<_, String>(0))
+                .map_err(db_error)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn delete_session(&self, key: &SessionKey) -> Result<bool, AgentError> {
+        let key = key.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            tx.execute(
+                "DELETE FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
+                params![key.app, key.user_id, key.session_id],
+            )
+            .map_err(db_error)?;
+            let removed = tx
+                .execute(
+                    "DELETE FROM sessions WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
+                    params![key.app, key.user_id, key.session_id],
+                )
+                .map_err(db_error)?;
+            tx.commit().map_err(db_error)?;
+            Ok(removed > 0)
+        })
+        .await
+    }
+}
