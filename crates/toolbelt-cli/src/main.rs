@@ -1,5 +1,10 @@
 //! The `toolbelt` command line: run tools, talk to MCP servers, serve tools over MCP, and run
-//! an agent. Each subcommand lives in its own module.
+//! an agent. Each subcommand lives in its own module; what they share (building the tool
+//! sets from flags, exit codes, logging) is in [`common`].
+
+mod common;
+mod serve;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -9,23 +14,52 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "toolbelt", version, about = "Toolbelt: the tool layer for LLM agents", long_about = None)]
 struct Cli {
+    /// How much to log to stderr: error, warn, info, debug or trace (`TOOLBELT_LOG`, an
+    /// env-filter directive, overrides it).
+    #[arg(long, global = true, value_name = "LEVEL", default_value = "warn")]
+    log_level: String,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
-/// The subcommands; later issues add theirs here (one module each).
+/// The subcommands, one module each.
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// List the built-in tools (and configured MCP servers' tools) or call one through the
+    /// executor.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+    /// Serve the built-in tools (and configured MCP servers' tools) to MCP clients over
+    /// stdio or streamable HTTP.
+    Serve(serve::ServeArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        None => {
-            use clap::CommandFactory;
-            // With no subcommand, show the help rather than doing nothing silently.
-            let _ = Cli::command().print_help();
-            ExitCode::from(2)
-        }
-        Some(command) => match command {},
+    let Some(command) = cli.command else {
+        use clap::CommandFactory;
+        // With no subcommand, show the help rather than doing nothing silently.
+        let _ = Cli::command().print_help();
+        return ExitCode::from(common::EXIT_USAGE);
+    };
+    if let Err(err) = common::init_logging(&cli.log_level) {
+        return common::finish(Err(err));
     }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("toolbelt: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match command {
+            Command::Tools(command) => tools::run(command).await,
+            Command::Serve(args) => serve::run(args).await,
+        }
+    });
+    common::finish(outcome)
 }

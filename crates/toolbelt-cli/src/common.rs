@@ -1,0 +1,228 @@
+//! What the subcommands share: exit codes and errors, logging to stderr, and the tool sources
+//! (the built-in tool set confined to `--dir`, the servers of an `--mcp-config` file)
+//! assembled into one registry.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use toolbelt::ToolError;
+use toolbelt::builtin::fs::ReadState;
+use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
+use toolbelt::exec::{Registry, ToolSetRefresh};
+use toolbelt::mcp::{McpServersFile, McpToolSet};
+use toolbelt::{ToolContext, ToolSet};
+
+/// The command did what was asked.
+pub const EXIT_OK: u8 = 0;
+/// The tool ran and reported a failure (a result-level error), or the call failed while
+/// running (timeout, rejection, a server error).
+pub const EXIT_TOOL_FAILED: u8 = 1;
+/// The command was used wrongly: bad flags, an unknown tool, invalid arguments, a
+/// configuration that cannot be loaded.
+pub const EXIT_USAGE: u8 = 2;
+
+/// How many times an MCP tool set reconnects after its server dies before a call fails.
+const MCP_RECONNECT_ATTEMPTS: u8 = 3;
+
+/// A failure that ends the command: its message goes to stderr, its code is the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// The exit code ([`EXIT_TOOL_FAILED`] or [`EXIT_USAGE`]).
+    pub code: u8,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+impl CliError {
+    /// A usage or configuration error (exit code 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// A failure while doing the work (exit code 1).
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_TOOL_FAILED,
+            message: message.into(),
+        }
+    }
+
+    /// A failed tool call: the caller's mistakes (an unknown tool, arguments that do not
+    /// parse or match the schema) are usage errors; everything else is a tool failure.
+    pub fn from_tool_error(err: &ToolError) -> Self {
+        let message = err.to_string();
+        match err {
+            ToolError::UnknownTool { .. }
+            | ToolError::InvalidArguments { .. }
+            | ToolError::SchemaViolation { .. } => Self::usage(message),
+            _ => Self::failed(message),
+        }
+    }
+}
+
+/// What a subcommand returns: the exit code it chose, or an error to report.
+pub type Outcome = Result<u8, CliError>;
+
+/// Prints an error to stderr and turns the outcome into the process exit code.
+pub fn finish(outcome: Outcome) -> ExitCode {
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("toolbelt: {}", err.message);
+            ExitCode::from(err.code)
+        }
+    }
+}
+
+/// Sends `tracing` output to stderr, never stdout (stdout carries results, and in
+/// `serve --stdio` the protocol itself). `TOOLBELT_LOG` (an `EnvFilter` directive such as
+/// `toolbelt_mcp=debug`) overrides `level`.
+pub fn init_logging(level: &str) -> Result<(), CliError> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("TOOLBELT_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives),
+        _ => EnvFilter::try_new(level),
+    }
+    .map_err(|e| CliError::usage(format!("invalid log level {level:?}: {e}")))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init()
+        .map_err(|e| CliError::failed(format!("cannot set up logging: {e}")))
+}
+
+/// Where the tools come from: the flags every tool-running subcommand takes.
+#[derive(Args, Debug, Clone)]
+pub struct ToolSourceArgs {
+    /// The base directory the built-in tools are confined to.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Leave out the tools that change files (Write, Edit, NotebookEdit).
+    #[arg(long)]
+    pub read_only: bool,
+    /// An `mcpServers` JSON file (the format of Claude Desktop, Cursor and Claude Code);
+    /// every server's tools join the built-in ones, prefixed `{server}_` when a name is taken.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+}
+
+/// The tool sets a command opened, registered in one [`Registry`]. The command created the
+/// sets, so it closes them ([`Toolbox::close`]): background shell tasks are killed, MCP
+/// sessions ended and their child processes reaped.
+pub struct Toolbox {
+    /// Every tool set's tools, as the executor sees them.
+    pub registry: Arc<Registry>,
+    /// The built-in tool set (its read-before-write state can be saved).
+    pub builtin: Arc<BuiltinToolSet>,
+    sets: Vec<Arc<dyn ToolSet>>,
+}
+
+impl Toolbox {
+    /// Opens the built-in tool set in `args.dir` and one MCP tool set per configured server,
+    /// and registers them. MCP servers connect lazily, on the first listing.
+    pub fn open(
+        args: &ToolSourceArgs,
+        read_state: Option<Arc<ReadState>>,
+    ) -> Result<Self, CliError> {
+        let dir = canonical_dir(&args.dir)?;
+        let mut options = BuiltinOptions::new(&dir).with_read_only(args.read_only);
+        if let Some(state) = read_state {
+            options = options.with_read_state(state);
+        }
+        let builtin = Arc::new(
+            BuiltinToolSet::new(options)
+                .map_err(|e| CliError::usage(format!("cannot open the built-in tools: {e}")))?,
+        );
+        let registry = Arc::new(Registry::new());
+        // The built-in tools never change: list them once.
+        registry
+            .add_tool_set(builtin.clone(), ToolSetRefresh::Cached)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        let mut sets: Vec<Arc<dyn ToolSet>> = vec![builtin.clone()];
+        if let Some(path) = &args.mcp_config {
+            for set in open_mcp_servers(path)? {
+                // An MCP server may change its tools: list them again on every run.
+                registry
+                    .add_tool_set(set.clone(), ToolSetRefresh::OnRun)
+                    .map_err(|e| CliError::usage(e.to_string()))?;
+                sets.push(set);
+            }
+        }
+        Ok(Self {
+            registry,
+            builtin,
+            sets,
+        })
+    }
+
+    /// Lists every set now (connecting to MCP servers) and warns on stderr about the ones
+    /// that failed, so one broken server does not stop the command.
+    pub async fn list(&self, ctx: &ToolContext) -> toolbelt::exec::ToolSnapshot {
+        let snapshot = self.registry.snapshot(ctx).await;
+        for (set, err) in snapshot.errors() {
+            eprintln!("toolbelt: warning: the tools of {set:?} are not available: {err}");
+        }
+        snapshot
+    }
+
+    /// Closes every set this toolbox opened.
+    pub async fn close(self) {
+        for set in self.sets {
+            if let Err(err) = set.close().await {
+                tracing::warn!(tool_set = set.name(), "closing failed: {err}");
+            }
+        }
+    }
+}
+
+/// One MCP tool set per server of an `mcpServers` file.
+fn open_mcp_servers(path: &Path) -> Result<Vec<Arc<dyn ToolSet>>, CliError> {
+    let file = McpServersFile::load(path)
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    let mut sets: Vec<Arc<dyn ToolSet>> = Vec::new();
+    for (name, config) in file.servers() {
+        let config = config.map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        let set = McpToolSet::builder(name.as_str(), config)
+            .session_reconnect(MCP_RECONNECT_ATTEMPTS)
+            .build()
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        sets.push(Arc::new(set));
+    }
+    Ok(sets)
+}
+
+/// The base directory as an absolute path, with a clear error when it is not a directory.
+fn canonical_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    let canonical = std::fs::canonicalize(dir)
+        .map_err(|e| CliError::usage(format!("--dir {}: {e}", dir.display())))?;
+    if !canonical.is_dir() {
+        return Err(CliError::usage(format!(
+            "--dir {}: not a directory",
+            dir.display()
+        )));
+    }
+    Ok(canonical)
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C / SIGINT, or SIGTERM), so a command
+/// can cancel running tools (killing their process groups) and close its tool sets first.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
