@@ -35,5 +35,7 @@ pub fn find_agent(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
     if root.name() == name {
         return Some(root.clone());
     }
-    root.sub_agents().iter().find_map(|sub| find_agent(sub, name))
+    root.sub_agents()
+        .iter()
+        .find_map(|sub| find_agent(sub, name))
 }

@@ -62,7 +62,11 @@ pub struct ToolResult {
 
 impl ToolResult {
     /// A result supplied by the caller (for example from a role=tool message).
-    pub fn new(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
         Self {
             call_id: call_id.into(),
             name: name.into(),

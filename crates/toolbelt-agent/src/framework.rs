@@ -88,8 +88,10 @@ impl Tool for TransferTool {
             });
         }
         let inv = invocation(&ctx)?;
-        inv.actions.lock().unwrap_or_else(|p| p.into_inner()).transfer_to =
-            Some(args.agent_name.clone());
+        inv.actions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .transfer_to = Some(args.agent_name.clone());
         Ok(ToolOutput::text(format!(
             "Transferred to agent {}.",
             args.agent_name
@@ -122,7 +124,10 @@ impl Tool for AwaitUserReplyTool {
 
     async fn call(&self, ctx: ToolContext, _args: &str) -> Result<ToolOutput, ToolError> {
         let inv = invocation(&ctx)?;
-        inv.actions.lock().unwrap_or_else(|p| p.into_inner()).await_user_reply = true;
+        inv.actions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .await_user_reply = true;
         Ok(ToolOutput::text(
             "The user's next message will be routed back to you. Ask your question now.",
         ))

@@ -19,8 +19,7 @@ use toolbelt_model::{Message, Role};
 use crate::{Event, ObjectType};
 
 /// The text sent in place of a tool result that was never recorded.
-pub const MISSING_RESULT: &str =
-    "Error: no result was recorded for this tool call (the run was interrupted); call it again if you still need it";
+pub const MISSING_RESULT: &str = "Error: no result was recorded for this tool call (the run was interrupted); call it again if you still need it";
 
 /// The conversation stored in `events`, as messages.
 pub fn messages_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Message> {

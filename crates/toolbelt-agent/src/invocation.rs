@@ -199,10 +199,13 @@ impl Invocation {
     pub async fn emit(&self, event: Event) -> Result<(), AgentError> {
         if event.is_persistent() {
             match &self.history {
-                HistoryStore::Session(service) => service.append_event(&self.session, &event).await?,
-                HistoryStore::Local(events) => {
-                    events.lock().unwrap_or_else(|p| p.into_inner()).push(event.clone())
+                HistoryStore::Session(service) => {
+                    service.append_event(&self.session, &event).await?
                 }
+                HistoryStore::Local(events) => events
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(event.clone()),
             }
         }
         self.forward(event).await
@@ -211,20 +214,28 @@ impl Invocation {
     /// Sends an event to the caller without storing it (for example, a child invocation's
     /// events, which belong to another conversation, shown as progress).
     pub async fn forward(&self, event: Event) -> Result<(), AgentError> {
-        self.output.send(event).await.map_err(|_| AgentError::Cancelled)
+        self.output
+            .send(event)
+            .await
+            .map_err(|_| AgentError::Cancelled)
     }
 
     /// The events of this invocation's conversation so far, oldest first.
     pub async fn history(&self) -> Result<Vec<Event>, AgentError> {
         match &self.history {
             HistoryStore::Session(service) => service.events(&self.session).await,
-            HistoryStore::Local(events) => Ok(events.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+            HistoryStore::Local(events) => {
+                Ok(events.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            }
         }
     }
 
     /// Stores session state changes (ignored for isolated child invocations, which have no
     /// session of their own).
-    pub async fn update_session_state(&self, changes: Map<String, Value>) -> Result<(), AgentError> {
+    pub async fn update_session_state(
+        &self,
+        changes: Map<String, Value>,
+    ) -> Result<(), AgentError> {
         match &self.history {
             HistoryStore::Session(service) => service.update_state(&self.session, changes).await,
             HistoryStore::Local(_) => Ok(()),
@@ -290,7 +301,12 @@ impl Invocation {
 pub(crate) fn input_events(inv: &Invocation, author: &str, input: Vec<Message>) -> Vec<Event> {
     let mut events: Vec<Event> = Vec::new();
     for message in input {
-        let mut event = Event::new(inv.id(), inv.parent_id().map(str::to_string), author, ObjectType::UserInput);
+        let mut event = Event::new(
+            inv.id(),
+            inv.parent_id().map(str::to_string),
+            author,
+            ObjectType::UserInput,
+        );
         if message.role == toolbelt_model::Role::Tool {
             let result = ToolResult::new(
                 message.tool_call_id.clone().unwrap_or_default(),

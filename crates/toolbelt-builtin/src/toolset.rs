@@ -223,8 +223,7 @@ impl BuiltinToolSet {
             glob_limit: options.search.glob_limit,
         };
         let mut tools = assemble(&env)?;
-        let shell =
-            crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
+        let shell = crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
         tools.extend(shell.tools());
         Ok(Self {
             name: options.name,

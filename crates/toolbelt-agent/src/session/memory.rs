@@ -38,7 +38,11 @@ impl SessionService for InMemorySessionService {
     }
 
     async fn events(&self, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
-        Ok(self.lock().get(key).map(|s| s.events.clone()).unwrap_or_default())
+        Ok(self
+            .lock()
+            .get(key)
+            .map(|s| s.events.clone())
+            .unwrap_or_default())
     }
 
     async fn append_event(&self, key: &SessionKey, event: &Event) -> Result<(), AgentError> {
@@ -51,7 +55,11 @@ impl SessionService for InMemorySessionService {
         Ok(())
     }
 
-    async fn update_state(&self, key: &SessionKey, changes: Map<String, Value>) -> Result<(), AgentError> {
+    async fn update_state(
+        &self,
+        key: &SessionKey,
+        changes: Map<String, Value>,
+    ) -> Result<(), AgentError> {
         let mut sessions = self.lock();
         let session = sessions
             .entry(key.clone())

@@ -74,8 +74,10 @@ impl SqliteSessionService {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db_error)?;
         // WAL lets readers in other processes work during a run; FULL syncs every commit.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(db_error)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(db_error)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db_error)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db_error)?;
         conn.execute_batch(SCHEMA).map_err(db_error)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -110,7 +112,10 @@ fn ensure_session(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<()
     Ok(())
 }
 
-fn read_state(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<Map<String, Value>, AgentError> {
+fn read_state(
+    tx: &rusqlite::Transaction<'_>,
+    key: &SessionKey,
+) -> Result<Map<String, Value>, AgentError> {
     let text: Option<String> = tx
         .query_row(
             "SELECT state FROM sessions WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
@@ -215,7 +220,11 @@ impl SessionService for SqliteSessionService {
         .await
     }
 
-    async fn update_state(&self, key: &SessionKey, changes: Map<String, Value>) -> Result<(), AgentError> {
+    async fn update_state(
+        &self,
+        key: &SessionKey,
+        changes: Map<String, Value>,
+    ) -> Result<(), AgentError> {
         let key = key.clone();
         self.with(move |conn| {
             let tx = conn.transaction().map_err(db_error)?;

@@ -185,7 +185,11 @@ pub(crate) fn parse_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
 }
 
 /// Resolves keywords, assignments, wrappers and `bash -c` in one simple command.
-fn expand_command(words: Vec<Word>, out: &mut Vec<Vec<String>>, depth: usize) -> Result<(), String> {
+fn expand_command(
+    words: Vec<Word>,
+    out: &mut Vec<Vec<String>>,
+    depth: usize,
+) -> Result<(), String> {
     if depth > 8 {
         return Err("commands are nested too deeply".into());
     }
@@ -242,7 +246,9 @@ fn expand_command(words: Vec<Word>, out: &mut Vec<Vec<String>>, depth: usize) ->
         };
         if let Some(script) = script {
             if script.iter().any(|w| w.dynamic) {
-                return Err(format!("the script given to {base} comes from an expansion"));
+                return Err(format!(
+                    "the script given to {base} comes from an expansion"
+                ));
             }
             let text: Vec<&str> = script.iter().map(|w| w.text.as_str()).collect();
             for nested in parse_commands(&text.join(" "))? {
@@ -610,7 +616,10 @@ mod tests {
             names("bash -c 'git push && ls'"),
             vec!["bash -c git push && ls", "git push", "ls"]
         );
-        assert_eq!(names("timeout 5 curl x"), vec!["timeout 5 curl x", "curl x"]);
+        assert_eq!(
+            names("timeout 5 curl x"),
+            vec!["timeout 5 curl x", "curl x"]
+        );
     }
 
     #[test]

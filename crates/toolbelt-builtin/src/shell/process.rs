@@ -123,7 +123,10 @@ impl fmt::Debug for LocalProcessBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalProcessBackend")
             .field("shell", &self.shell)
-            .field("sandbox", &self.sandbox.as_ref().map(|s| s.name().to_string()))
+            .field(
+                "sandbox",
+                &self.sandbox.as_ref().map(|s| s.name().to_string()),
+            )
             .finish()
     }
 }

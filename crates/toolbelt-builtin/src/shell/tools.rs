@@ -100,7 +100,11 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
         })?
         .map_declaration(|d| d.destructive().concurrency_safe(true));
 
-    Ok(vec![Arc::new(bash), Arc::new(task_output), Arc::new(task_stop)])
+    Ok(vec![
+        Arc::new(bash),
+        Arc::new(task_output),
+        Arc::new(task_stop),
+    ])
 }
 
 /// A millisecond argument: zero, negative or absent means `default`; above `max` means `max`.
@@ -118,7 +122,11 @@ fn meta(pairs: &[(&str, Value)]) -> JsonObject {
         .collect()
 }
 
-async fn bash(state: &ShellState, ctx: ToolContext, args: BashArgs) -> Result<ToolOutput, ToolError> {
+async fn bash(
+    state: &ShellState,
+    ctx: ToolContext,
+    args: BashArgs,
+) -> Result<ToolOutput, ToolError> {
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_arguments("command is empty"));
     }
@@ -240,7 +248,8 @@ async fn run_foreground(
             Ok(out)
         }
         Ending::Exited(status) => {
-            let outcome = status.map_err(|e| ToolError::failed(format!("waiting for the command failed: {e}")))?;
+            let outcome = status
+                .map_err(|e| ToolError::failed(format!("waiting for the command failed: {e}")))?;
             // Background jobs the command left in its group would keep the pipe open and
             // outlive the call: end them, then collect what they printed.
             process.kill_leftovers(grace).await;
@@ -286,11 +295,7 @@ async fn task_output(
     } else {
         read.output.text.trim_end_matches('\n').to_string()
     };
-    let mut text = format!(
-        "Task {}: {}\n{body}",
-        args.task_id.trim(),
-        read.status
-    );
+    let mut text = format!("Task {}: {}\n{body}", args.task_id.trim(), read.status);
     if read.output.omitted_chars > 0 {
         text.push_str(&format!(
             "\n(The full output is in {}.)",

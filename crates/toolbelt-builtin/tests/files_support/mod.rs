@@ -36,7 +36,11 @@ pub async fn call_ok(set: &BuiltinToolSet, name: &str, args: Value) -> ToolOutpu
 /// Calls `name` and asserts it failed with a message containing `needle`.
 pub async fn call_err(set: &BuiltinToolSet, name: &str, args: Value, needle: &str) -> String {
     let out = call(set, name, args).await;
-    assert!(out.is_error, "{name} should have failed: {}", out.llm_text());
+    assert!(
+        out.is_error,
+        "{name} should have failed: {}",
+        out.llm_text()
+    );
     let text = out.llm_text();
     assert!(text.contains(needle), "{text:?} should contain {needle:?}");
     text
