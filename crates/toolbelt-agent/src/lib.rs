@@ -99,6 +99,6 @@ pub use event::{ErrorKind, Event, EventError, ObjectType, ToolResult};
 pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
 pub use runner::{EventStream, RunInput, Runner};
-pub use session::{InMemorySessionService, Session, SessionKey, SessionService};
 #[cfg(feature = "sqlite")]
 pub use session::SqliteSessionService;
+pub use session::{InMemorySessionService, Session, SessionKey, SessionService};

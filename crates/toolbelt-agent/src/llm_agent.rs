@@ -10,9 +10,7 @@ use toolbelt_exec::{
     BatchItem, BatchOptions, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
     RetryPolicy, ToolSnapshot, repair_arguments,
 };
-use toolbelt_model::{
-    DynModel, GenerationConfig, Message, Model, Request, Response, ToolCall,
-};
+use toolbelt_model::{DynModel, GenerationConfig, Message, Model, Request, Response, ToolCall};
 
 use crate::framework::{
     AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, TransferTool, is_framework_tool,
@@ -348,7 +346,10 @@ impl LlmAgent {
         if let Some(filter) = &inv.options().tool_filter {
             user = user.filtered(&ctx, filter);
         }
-        let user_tools = user.tools().filter(|t| !is_framework_tool(t.name())).cloned();
+        let user_tools = user
+            .tools()
+            .filter(|t| !is_framework_tool(t.name()))
+            .cloned();
         ToolSnapshot::from_tools(self.framework_tools.iter().cloned().chain(user_tools))
     }
 
@@ -365,19 +366,29 @@ impl LlmAgent {
             messages.push(Message::system(&self.instruction));
         }
         messages.extend(sanitize(messages_from_events(&events)));
-        let mut request = Request::new(messages)
+        // `parallel_tool_calls` is left unset: how the calls of one turn are *executed* is
+        // the executor's business (`parallel_tools`); forbidding the model to ask for several
+        // calls at once would only cost extra turns, and some servers reject the field.
+        Ok(Request::new(messages)
             .with_tools(tools.declarations())
-            .with_config(self.config.clone());
-        if !tools.is_empty() {
-            request.parallel_tool_calls = Some(self.mode != ExecutionMode::Serial);
-        }
-        Ok(request)
+            .with_config(self.config.clone()))
     }
 
     /// One model call: emits chunks and the complete message; returns the message, or
     /// `None` after emitting an error event.
-    async fn call_model(&self, inv: &Invocation, request: Request) -> Result<Option<Message>, AgentError> {
-        let mut stream = match self.model.generate(request).await {
+    async fn call_model(
+        &self,
+        inv: &Invocation,
+        request: Request,
+    ) -> Result<Option<Message>, AgentError> {
+        // Waiting for the first byte can take long (retries honour `Retry-After`), so it
+        // is cancellable like the stream itself.
+        let started = tokio::select! {
+            biased;
+            () = inv.cancellation().cancelled() => return Err(AgentError::Cancelled),
+            started = self.model.generate(request) => started,
+        };
+        let mut stream = match started {
             Ok(stream) => stream,
             Err(error) => {
                 emit_error(inv, ErrorKind::Model, error.to_string()).await?;
@@ -473,9 +484,11 @@ impl LlmAgent {
                 }
                 BatchItem::Pending(call) => {
                     let original = calls.iter().find(|c| c.id == call.id);
-                    event.pending_tool_calls.push(original.cloned().unwrap_or_else(|| {
-                        ToolCall::new(call.id, call.name, call.arguments)
-                    }));
+                    event.pending_tool_calls.push(
+                        original
+                            .cloned()
+                            .unwrap_or_else(|| ToolCall::new(call.id, call.name, call.arguments)),
+                    );
                 }
             }
         }
@@ -486,7 +499,10 @@ impl LlmAgent {
 
         let (transfer_to, await_reply) = {
             let mut actions = inv.actions.lock().unwrap_or_else(|p| p.into_inner());
-            (actions.transfer_to.take(), std::mem::take(&mut actions.await_user_reply))
+            (
+                actions.transfer_to.take(),
+                std::mem::take(&mut actions.await_user_reply),
+            )
         };
         if await_reply {
             let mut changes = Map::new();

@@ -4,7 +4,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::Stream;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, Stream};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use toolbelt_model::{Message, Role};
@@ -154,7 +156,12 @@ impl Runner {
         options: RunOptions,
     ) -> EventStream {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let cancel = options.cancellation.clone().unwrap_or_default();
+        // A child of the caller's token: dropping the stream cancels this run only, never
+        // the token the caller passed in (which may guard other work too).
+        let cancel = options
+            .cancellation
+            .as_ref()
+            .map_or_else(CancellationToken::new, CancellationToken::child_token);
         let stream = EventStream::new(rx, cancel.clone());
         let runner = self.clone();
         let key = SessionKey::new(&self.app, user_id, session_id);
@@ -168,7 +175,15 @@ impl Runner {
                 tx,
                 cancel,
             );
-            let result = runner.drive(&root, input).await;
+            // A panicking agent is a bug, but the caller still gets an error event and the
+            // runner completion instead of a stream that just stops.
+            let result = AssertUnwindSafe(runner.drive(&root, input))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|payload| {
+                    let message = panic_text(payload.as_ref());
+                    Err(AgentError::Config(format!("the agent panicked: {message}")))
+                });
             if let Err(error) = &result
                 && !matches!(error, AgentError::Cancelled)
             {
@@ -195,9 +210,30 @@ impl Runner {
         agent.run(invocation).await
     }
 
-    /// The agent that answers this input: the one a pending await_user_reply route names
-    /// (consuming the route), else the root.
-    async fn agent_for(&self, root: &Invocation, input: &[Message]) -> Result<DynAgent, AgentError> {
+    /// The agent that answers this input: for role=tool results, the agent whose calls
+    /// were handed back; for a user message, the one a pending await_user_reply route names
+    /// (consuming the route); else the root.
+    async fn agent_for(
+        &self,
+        root: &Invocation,
+        input: &[Message],
+    ) -> Result<DynAgent, AgentError> {
+        let answered: Vec<&str> = input
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        if !answered.is_empty() {
+            let events = self.sessions.events(root.session()).await?;
+            let asker = events.iter().rev().find(|event| {
+                event
+                    .pending_tool_calls
+                    .iter()
+                    .any(|call| answered.contains(&call.id.as_str()))
+            });
+            let agent = asker.and_then(|event| find_agent(&self.root, &event.author));
+            return Ok(agent.unwrap_or_else(|| self.root.clone()));
+        }
         let from_user = input.iter().any(|m| m.role == Role::User);
         if !(self.await_user_reply_routing && from_user) {
             return Ok(self.root.clone());
@@ -212,6 +248,14 @@ impl Runner {
             None => self.root.clone(),
         })
     }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
 }
 
 /// The error event for `error` in `inv`.

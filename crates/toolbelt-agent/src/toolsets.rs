@@ -55,16 +55,33 @@ impl ToolSets {
 
     /// Removes every set named `name` (without closing them); whether one was there.
     pub(crate) fn remove(&self, name: &str) -> bool {
-        self.update(|sets| {
+        let removed = self.update(|sets| {
             let before = sets.len();
             sets.retain(|s| s.name() != name);
             sets.len() != before
-        })
+        });
+        self.forget_listings_of_dropped_sets();
+        removed
     }
 
     /// Replaces the whole list at once (without closing the old sets).
     pub(crate) fn set(&self, sets: Vec<DynToolSet>) {
         *self.sets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(sets);
+        self.forget_listings_of_dropped_sets();
+    }
+
+    /// Drops cached listings of sets no longer in the list, so their tools (which may hold
+    /// a connection) are not kept alive by the agent after the caller let go of the set.
+    fn forget_listings_of_dropped_sets(&self) {
+        let current = self.current();
+        self.listings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|name, (id, _)| {
+                current
+                    .iter()
+                    .any(|s| s.name() == name && identity(s) == *id)
+            });
     }
 
     /// The tools of every set: listed now when `refresh`, else from the last listing. A set

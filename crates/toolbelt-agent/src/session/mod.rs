@@ -30,7 +30,11 @@ pub struct SessionKey {
 
 impl SessionKey {
     /// A key from its three parts.
-    pub fn new(app: impl Into<String>, user_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+    pub fn new(
+        app: impl Into<String>,
+        user_id: impl Into<String>,
+        session_id: impl Into<String>,
+    ) -> Self {
         Self {
             app: app.into(),
             user_id: user_id.into(),
@@ -76,7 +80,11 @@ pub trait SessionService: Send + Sync {
     async fn append_event(&self, key: &SessionKey, event: &Event) -> Result<(), AgentError>;
 
     /// Applies state changes in one transaction; a `null` value removes the key.
-    async fn update_state(&self, key: &SessionKey, changes: Map<String, Value>) -> Result<(), AgentError>;
+    async fn update_state(
+        &self,
+        key: &SessionKey,
+        changes: Map<String, Value>,
+    ) -> Result<(), AgentError>;
 
     /// Removes a state key and returns its value, atomically (so a one-shot value is used
     /// exactly once even by concurrent runs).

@@ -1,0 +1,1167 @@
+//! The agent loop end to end: an [`LlmAgent`] driven by a [`Runner`] against the scripted
+//! OpenAI-compatible server on 127.0.0.1, streaming and non-streaming. Every assertion about
+//! what the model was sent reads the request the server recorded.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use toolbelt_agent::framework::{AWAIT_USER_REPLY, TRANSFER_TO_AGENT};
+use toolbelt_agent::{
+    Agent, ErrorKind, Event, Invocation, LlmAgent, LlmAgentBuilder, ObjectType, RunOptions, Runner,
+    SessionService,
+};
+use toolbelt_core::{
+    DynTool, DynToolSet, FunctionTool, ToolContext, ToolError, ToolFilter, ToolSet,
+};
+use toolbelt_exec::ExecutionFilter;
+use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
+use toolbelt_model::{GenerationConfig, Message, OpenAiConfig, OpenAiModel, RetryPolicy};
+
+/// Any JSON object of arguments.
+type Args = serde_json::Map<String, Value>;
+
+/// Both ways a model can answer; tests that care run in each.
+const MODES: [bool; 2] = [false, true];
+
+fn model(server: &ScriptedServer) -> OpenAiModel {
+    let retry = RetryPolicy {
+        max_retries: 2,
+        min_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+        max_retry_after: Duration::from_secs(2),
+    };
+    let config = OpenAiConfig::new(server.base_url(), "scripted").with_retry(retry);
+    OpenAiModel::new(config).expect("model config")
+}
+
+fn agent(name: &str, server: &ScriptedServer, stream: bool) -> LlmAgentBuilder {
+    LlmAgent::builder(name)
+        .description(format!("the {name} agent"))
+        .instruction(format!("You are {name}."))
+        .model(model(server))
+        .generation_config(GenerationConfig {
+            stream,
+            ..GenerationConfig::default()
+        })
+}
+
+/// Arguments of `multiply`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Factors {
+    /// The first factor.
+    a: f64,
+    /// The second factor.
+    b: f64,
+}
+
+/// `multiply`, counting its calls.
+fn multiply(calls: Arc<AtomicUsize>) -> FunctionTool {
+    FunctionTool::new(
+        "multiply",
+        "Multiplies two numbers",
+        move |_ctx: ToolContext, f: Factors| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(f.a * f.b)
+            }
+        },
+    )
+    .expect("multiply")
+}
+
+async fn run(runner: &Runner, session: &str, input: &str, options: RunOptions) -> Vec<Event> {
+    let events = runner
+        .run("user", session, input, options)
+        .collect_all()
+        .await;
+    assert!(
+        events.last().is_some_and(Event::is_runner_completion),
+        "a run ends with a runner completion: {events:#?}"
+    );
+    events
+}
+
+fn of(events: &[Event], object: ObjectType) -> Vec<&Event> {
+    events.iter().filter(|e| e.object == object).collect()
+}
+
+fn final_answer(events: &[Event]) -> String {
+    of(events, ObjectType::ChatCompletion)
+        .last()
+        .and_then(|e| e.message())
+        .map(|m| m.content.clone())
+        .unwrap_or_default()
+}
+
+fn no_errors(events: &[Event]) {
+    let errors = of(events, ObjectType::Error);
+    assert!(errors.is_empty(), "unexpected error events: {errors:#?}");
+}
+
+/// The role=tool messages of a recorded request, as (tool_call_id, content).
+fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn roles(request: &RecordedRequest) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn one_tool_call_then_a_final_answer() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "multiply", r#"{"a":25,"b":4}"#),
+            Reply::text("25 × 4 = 100"),
+        ])
+        .await
+        .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let agent = agent("calc", &server, stream)
+            .tool(multiply(calls.clone()))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        let events = run(&runner, "s1", "What is 25 times 4?", RunOptions::new()).await;
+        no_errors(&events);
+
+        let complete: Vec<ObjectType> = events
+            .iter()
+            .filter(|e| e.object != ObjectType::ChatChunk)
+            .map(|e| e.object)
+            .collect();
+        assert_eq!(
+            complete,
+            [
+                ObjectType::UserInput,
+                ObjectType::ChatCompletion,
+                ObjectType::ToolResponse,
+                ObjectType::ChatCompletion,
+                ObjectType::RunnerCompletion
+            ],
+            "stream={stream}"
+        );
+        assert_eq!(
+            of(&events, ObjectType::ChatChunk).is_empty(),
+            !stream,
+            "chunks only when streaming"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let response = of(&events, ObjectType::ToolResponse)[0];
+        assert_eq!(response.tool_results[0].call_id, "call_1");
+        assert_eq!(response.tool_results[0].content, "100.0");
+        assert!(!response.tool_results[0].is_error);
+        assert_eq!(final_answer(&events), "25 × 4 = 100");
+
+        // Every event belongs to the same invocation, authored by the agent (or the user).
+        let invocation = &events[0].invocation_id;
+        assert!(events.iter().all(|e| &e.invocation_id == invocation));
+        assert_eq!(events[0].author, "user");
+        assert!(events[1..].iter().all(|e| e.author == "calc"));
+
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(
+            requests[0].body["stream"].as_bool().unwrap_or(false),
+            stream
+        );
+        assert_eq!(requests[0].tool_names(), ["multiply"]);
+        assert_eq!(roles(&requests[0]), ["system", "user"]);
+        assert_eq!(roles(&requests[1]), ["system", "user", "assistant", "tool"]);
+        assert_eq!(
+            requests[1].messages()[2]["tool_calls"][0]["function"]["arguments"],
+            r#"{"a":25,"b":4}"#
+        );
+        assert_eq!(
+            tool_messages(&requests[1]),
+            [("call_1".to_string(), "100.0".to_string())]
+        );
+    }
+}
+
+/// Arguments of `probe`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ProbeArgs {
+    /// Which call this is.
+    n: u64,
+}
+
+/// Counts calls in flight and the most that were ever in flight at once.
+#[derive(Default)]
+struct Concurrency {
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+#[tokio::test]
+async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_calls([
+                ("c1", "probe", r#"{"n":1}"#),
+                ("c2", "probe", r#"{"n":2}"#),
+                ("c3", "probe", r#"{"n":3}"#),
+            ]),
+            Reply::text("done"),
+        ])
+        .await
+        .unwrap();
+        let counter = Arc::new(Concurrency::default());
+        // All three must be in flight together to pass the barrier; run one at a time,
+        // the first would wait for ever (the timeout turns that into a failure).
+        let barrier = Arc::new(tokio::sync::Barrier::new(3));
+        let finished = Arc::new(Mutex::new(Vec::new()));
+        let probe = {
+            let (counter, barrier, finished) = (counter.clone(), barrier.clone(), finished.clone());
+            FunctionTool::new("probe", "Probes", move |_ctx, args: ProbeArgs| {
+                let (counter, barrier, finished) =
+                    (counter.clone(), barrier.clone(), finished.clone());
+                async move {
+                    let now = counter.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    counter.peak.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::timeout(Duration::from_secs(10), barrier.wait())
+                        .await
+                        .map_err(|_| ToolError::failed("the calls did not overlap"))?;
+                    // Finish in reverse call order, so call order must be restored.
+                    for _ in 0..(3 - args.n) * 3 {
+                        tokio::task::yield_now().await;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    finished.lock().unwrap().push(args.n);
+                    counter.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<_, ToolError>(format!("result {}", args.n))
+                }
+            })
+            .unwrap()
+        };
+        let agent = agent("par", &server, stream)
+            .tool(probe)
+            .parallel_tools(true)
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        let events = run(&runner, "s", "probe three times", RunOptions::new()).await;
+        no_errors(&events);
+
+        assert_eq!(
+            counter.peak.load(Ordering::SeqCst),
+            3,
+            "all three overlapped"
+        );
+        assert_eq!(
+            *finished.lock().unwrap(),
+            [3, 2, 1],
+            "they finished in reverse"
+        );
+        let results = &of(&events, ObjectType::ToolResponse)[0].tool_results;
+        let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2", "c3"]);
+        let sent = tool_messages(&server.requests()[1]);
+        let expected: Vec<(String, String)> = (1..=3)
+            .map(|n| (format!("c{n}"), format!("result {n}")))
+            .collect();
+        assert_eq!(
+            sent, expected,
+            "the model gets the results in its call order"
+        );
+    }
+}
+
+#[tokio::test]
+async fn serial_agents_run_calls_one_at_a_time() {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([("c1", "probe", r#"{"n":1}"#), ("c2", "probe", r#"{"n":2}"#)]),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let counter = Arc::new(Concurrency::default());
+    let probe = {
+        let counter = counter.clone();
+        FunctionTool::new("probe", "Probes", move |_ctx, _args: ProbeArgs| {
+            let counter = counter.clone();
+            async move {
+                let now = counter.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                counter.peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                counter.in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("ok")
+            }
+        })
+        .unwrap()
+    };
+    let agent = agent("serial", &server, false).tool(probe).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "probe", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(counter.peak.load(Ordering::SeqCst), 1);
+    // How calls run is the executor's business; the model is not told to call fewer.
+    assert!(
+        server.requests()[0]
+            .body
+            .get("parallel_tool_calls")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn malformed_arguments_are_repaired_when_enabled() {
+    for stream in MODES {
+        // A trailing comma and a missing closing brace: what small models send.
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
+            Reply::text("42"),
+        ])
+        .await
+        .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let agent = agent("calc", &server, stream)
+            .tool(multiply(calls.clone()))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(true)).await;
+        no_errors(&events);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+        assert!(!result.is_error, "{result:?}");
+        assert_eq!(result.content, "42.0");
+        let repaired: Value =
+            serde_json::from_str(result.repaired_arguments.as_deref().unwrap()).unwrap();
+        assert_eq!(repaired, json!({"a": 6, "b": 7}));
+        assert_eq!(
+            tool_messages(&server.requests()[1]),
+            [("call_1".into(), "42.0".into())]
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_arguments_are_fed_back_as_an_error_when_repair_is_off() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
+            Reply::tool_call("call_2", "multiply", r#"{"a": 6, "b": 7}"#),
+            Reply::text("42"),
+        ])
+        .await
+        .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let agent = agent("calc", &server, stream)
+            .tool(multiply(calls.clone()))
+            .repair_json(true)
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        // The agent repairs by default; this run turns it off.
+        let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(false)).await;
+        no_errors(&events);
+        let responses = of(&events, ObjectType::ToolResponse);
+        let first = &responses[0].tool_results[0];
+        assert!(first.is_error);
+        assert!(first.content.starts_with("Error:"), "{}", first.content);
+        assert!(first.repaired_arguments.is_none());
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the well-formed call ran"
+        );
+        // The model saw its mistake and corrected it.
+        let sent = tool_messages(&server.requests()[1]);
+        assert_eq!(sent[0].0, "call_1");
+        assert_eq!(sent[0].1, first.content);
+        assert_eq!(final_answer(&events), "42");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_fed_back_with_suggestions() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "multiplyy", r#"{"a":1,"b":2}"#),
+            Reply::text("sorry"),
+        ])
+        .await
+        .unwrap();
+        let agent = agent("calc", &server, stream)
+            .tool(multiply(Arc::default()))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        let events = run(&runner, "s", "1*2", RunOptions::new()).await;
+        no_errors(&events);
+        let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+        assert!(result.is_error);
+        assert!(result.content.contains("multiplyy"), "{}", result.content);
+        assert!(
+            result.content.contains("multiply"),
+            "suggests the real name: {}",
+            result.content
+        );
+        let sent = tool_messages(&server.requests()[1]);
+        assert_eq!(sent, [("call_1".to_string(), result.content.clone())]);
+    }
+}
+
+fn echo(name: &str) -> DynTool {
+    Arc::new(
+        FunctionTool::new(name, "Echoes", |_ctx, args: Args| async move {
+            Ok::<_, ToolError>(args)
+        })
+        .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_per_run_filter_hides_a_user_tool_but_keeps_framework_tools() {
+    let server = ScriptedServer::start([
+        Reply::text("hello"),
+        Reply::tool_call("call_1", "multiply", r#"{"a":1,"b":2}"#),
+        Reply::text("could not"),
+    ])
+    .await
+    .unwrap();
+    let helper = agent("helper", &server, false).build().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let root = agent("root", &server, false)
+        .tool(multiply(calls.clone()))
+        .tools([echo("echo")])
+        .sub_agent(Arc::new(helper))
+        .await_user_reply_tool(true)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(root));
+
+    // A filter that allows nothing at all still leaves the framework tools.
+    let nothing = ToolFilter::include_names(Vec::<String>::new());
+    run(&runner, "s", "hi", RunOptions::new().tool_filter(nothing)).await;
+    let mut offered = server.requests()[0].tool_names();
+    offered.sort();
+    assert_eq!(offered, [AWAIT_USER_REPLY, TRANSFER_TO_AGENT]);
+
+    // Hiding one tool hides it from the model and from execution.
+    let options = RunOptions::new().tool_filter(ToolFilter::exclude_names(["multiply"]));
+    let events = run(&runner, "s2", "1*2", options).await;
+    let mut offered = server.requests()[1].tool_names();
+    offered.sort();
+    assert_eq!(offered, [AWAIT_USER_REPLY, "echo", TRANSFER_TO_AGENT]);
+    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    assert!(
+        result.is_error,
+        "a hidden tool cannot be called: {result:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_agent_filter_narrows_its_tools() {
+    let server = ScriptedServer::start([Reply::text("hi")]).await.unwrap();
+    let agent = agent("a", &server, false)
+        .tools([echo("keep_me"), echo("drop_me")])
+        .tool_filter(ToolFilter::include_names(["keep_me"]))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    run(&runner, "s", "hi", RunOptions::new()).await;
+    assert_eq!(server.requests()[0].tool_names(), ["keep_me"]);
+}
+
+#[tokio::test]
+async fn an_execution_filter_hands_calls_back_and_the_run_resumes_with_tool_messages() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_calls([
+                ("call_1", "multiply", r#"{"a":2,"b":3}"#),
+                ("call_2", "ask_browser", r#"{"question":"where am I?"}"#),
+            ]),
+            Reply::text("6, and you are in Lyon"),
+        ])
+        .await
+        .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let agent = agent("calc", &server, stream)
+            .tool(multiply(calls.clone()))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        // `ask_browser` is a client-side tool: the framework does not know it and must not
+        // run it; the caller does.
+        let options =
+            RunOptions::new().execution_filter(ExecutionFilter::pending_names(["ask_browser"]));
+        let events = run(&runner, "s", "2*3 and where am I?", options.clone()).await;
+        no_errors(&events);
+        assert_eq!(server.requests().len(), 1, "the run stops after the calls");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let response = of(&events, ObjectType::ToolResponse)[0];
+        assert_eq!(response.tool_results.len(), 1);
+        assert_eq!(response.tool_results[0].call_id, "call_1");
+        assert_eq!(response.pending_tool_calls.len(), 1);
+        let pending = &response.pending_tool_calls[0];
+        assert_eq!(
+            (pending.id.as_str(), pending.name()),
+            ("call_2", "ask_browser")
+        );
+        assert_eq!(pending.arguments(), r#"{"question":"where am I?"}"#);
+
+        // The caller runs it and resumes the session with a role=tool message.
+        let answer = Message::tool("call_2", "ask_browser", "Lyon");
+        let resumed = runner.run("user", "s", answer, options).collect_all().await;
+        no_errors(&resumed);
+        assert_eq!(final_answer(&resumed), "6, and you are in Lyon");
+        let request = &server.requests()[1];
+        assert_eq!(
+            roles(request),
+            ["system", "user", "assistant", "tool", "tool"]
+        );
+        assert_eq!(
+            tool_messages(request),
+            [
+                ("call_1".to_string(), "6.0".to_string()),
+                ("call_2".to_string(), "Lyon".to_string())
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn too_many_tool_rounds_end_with_a_max_iterations_error() {
+    let server = ScriptedServer::start_with(|request| {
+        let n = request.messages().len();
+        Reply::tool_call(&format!("call_{n}"), "echo", r#"{"again":true}"#)
+    })
+    .await
+    .unwrap();
+    let agent = agent("loopy", &server, true)
+        .tools([echo("echo")])
+        .max_tool_iterations(2)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "loop", RunOptions::new()).await;
+    let errors = of(&events, ObjectType::Error);
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    let error = errors[0].error.as_ref().unwrap();
+    assert_eq!(error.kind, ErrorKind::MaxIterations);
+    assert!(
+        error.message.contains("max_tool_iterations"),
+        "{}",
+        error.message
+    );
+    assert_eq!(of(&events, ObjectType::ToolResponse).len(), 2);
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "two rounds ran, the third was refused"
+    );
+}
+
+#[tokio::test]
+async fn a_transfer_hands_the_conversation_to_a_sub_agent() {
+    for stream in MODES {
+        let server = ScriptedServer::start([
+            Reply::tool_call("t1", TRANSFER_TO_AGENT, r#"{"agent_name":"billing"}"#),
+            Reply::text("Your invoice is on its way."),
+        ])
+        .await
+        .unwrap();
+        let billing = agent("billing", &server, stream).build().unwrap();
+        let root = agent("router", &server, stream)
+            .sub_agent(Arc::new(billing))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(root));
+        let events = run(&runner, "s", "where is my invoice?", RunOptions::new()).await;
+        no_errors(&events);
+
+        let transfer = &of(&events, ObjectType::ToolResponse)[0];
+        assert_eq!(transfer.author, "router");
+        assert!(!transfer.tool_results[0].is_error);
+        let answer = of(&events, ObjectType::ChatCompletion)
+            .last()
+            .copied()
+            .unwrap();
+        assert_eq!(answer.author, "billing");
+        assert_eq!(
+            answer.message().unwrap().content,
+            "Your invoice is on its way."
+        );
+        // The sub-agent's invocation is a child of the router's.
+        assert_eq!(
+            answer.parent_invocation_id.as_deref(),
+            Some(transfer.invocation_id.as_str())
+        );
+        assert_ne!(answer.invocation_id, transfer.invocation_id);
+
+        let requests = server.requests();
+        assert_eq!(requests[0].tool_names(), [TRANSFER_TO_AGENT]);
+        let schema = &requests[0].body["tools"][0]["function"]["parameters"];
+        assert_eq!(
+            schema["properties"]["agent_name"]["enum"],
+            json!(["billing"])
+        );
+        // The sub-agent answers with its own instruction and sees the conversation.
+        assert_eq!(requests[1].messages()[0]["content"], "You are billing.");
+        assert_eq!(requests[1].messages()[1]["content"], "where is my invoice?");
+    }
+}
+
+#[tokio::test]
+async fn a_transfer_to_an_unknown_agent_is_fed_back_as_an_error() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("t1", TRANSFER_TO_AGENT, r#"{"agent_name":"nobody"}"#),
+        Reply::text("I will answer myself."),
+    ])
+    .await
+    .unwrap();
+    let billing = agent("billing", &server, false).build().unwrap();
+    let root = agent("router", &server, false)
+        .sub_agent(Arc::new(billing))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(root));
+    let events = run(&runner, "s", "hi", RunOptions::new()).await;
+    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    assert!(result.is_error);
+    assert_eq!(final_answer(&events), "I will answer myself.");
+    assert_eq!(
+        of(&events, ObjectType::ChatCompletion)
+            .last()
+            .unwrap()
+            .author,
+        "router"
+    );
+}
+
+#[tokio::test]
+async fn await_user_reply_routes_the_next_message_back_once() {
+    let server = ScriptedServer::start([
+        // Run 1: the router hands over; the helper needs to ask something.
+        Reply::tool_call("t1", TRANSFER_TO_AGENT, r#"{"agent_name":"helper"}"#),
+        Reply::tool_call("w1", AWAIT_USER_REPLY, "{}"),
+        Reply::text("Which city?"),
+        // Run 2: the reply goes straight to the helper.
+        Reply::text("Booked for Lyon."),
+        // Run 3: the route was used up; the router answers again.
+        Reply::text("Anything else?"),
+    ])
+    .await
+    .unwrap();
+    let helper = agent("helper", &server, true)
+        .await_user_reply_tool(true)
+        .build()
+        .unwrap();
+    let root = agent("router", &server, true)
+        .sub_agent(Arc::new(helper))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(root)).with_await_user_reply_routing(true);
+
+    let first = run(&runner, "s", "book me a train", RunOptions::new()).await;
+    no_errors(&first);
+    let asked = of(&first, ObjectType::ChatCompletion)
+        .last()
+        .copied()
+        .unwrap();
+    assert_eq!(
+        (
+            asked.author.as_str(),
+            asked.message().unwrap().content.as_str()
+        ),
+        ("helper", "Which city?")
+    );
+    assert_eq!(server.requests()[1].tool_names(), [AWAIT_USER_REPLY]);
+
+    let second = run(&runner, "s", "Lyon", RunOptions::new()).await;
+    no_errors(&second);
+    let answer = of(&second, ObjectType::ChatCompletion)[0];
+    assert_eq!(answer.author, "helper", "routed to the agent that asked");
+    assert_eq!(answer.message().unwrap().content, "Booked for Lyon.");
+    assert_eq!(
+        server.requests()[3].messages()[0]["content"],
+        "You are helper."
+    );
+
+    let third = run(&runner, "s", "thanks", RunOptions::new()).await;
+    no_errors(&third);
+    assert_eq!(
+        of(&third, ObjectType::ChatCompletion)[0].author,
+        "router",
+        "only once"
+    );
+    assert_eq!(
+        server.requests()[4].messages()[0]["content"],
+        "You are router."
+    );
+}
+
+/// A tool set that records how often it was listed and closed.
+struct CountingSet {
+    name: String,
+    tools: Vec<DynTool>,
+    listed: AtomicUsize,
+    closed: AtomicUsize,
+}
+
+impl CountingSet {
+    fn new(name: &str, tools: Vec<DynTool>) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_string(),
+            tools,
+            listed: AtomicUsize::new(0),
+            closed: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl ToolSet for CountingSet {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        self.listed.fetch_add(1, Ordering::SeqCst);
+        Ok(self.tools.clone())
+    }
+    async fn close(&self) -> Result<(), ToolError> {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn tool_sets_added_and_removed_between_runs_are_never_closed_by_the_agent() {
+    let server = ScriptedServer::start_with(|_| Reply::text("ok"))
+        .await
+        .unwrap();
+    let files = CountingSet::new("files", vec![echo("read"), echo("write")]);
+    let web = CountingSet::new("web", vec![echo("fetch")]);
+    let agent = Arc::new(
+        agent("a", &server, false)
+            .tool_set(files.clone() as DynToolSet)
+            .build()
+            .unwrap(),
+    );
+    let runner = Runner::new("app", agent.clone());
+    let offered = |i: usize| {
+        let mut names = server.requests()[i].tool_names();
+        names.sort();
+        names
+    };
+
+    run(&runner, "s", "1", RunOptions::new()).await;
+    assert_eq!(offered(0), ["read", "write"]);
+
+    agent.add_tool_set(web.clone());
+    run(&runner, "s", "2", RunOptions::new()).await;
+    assert_eq!(offered(1), ["fetch", "read", "write"]);
+
+    assert!(agent.remove_tool_set("files"));
+    assert!(!agent.remove_tool_set("files"), "already gone");
+    run(&runner, "s", "3", RunOptions::new()).await;
+    assert_eq!(offered(2), ["fetch"]);
+
+    agent.set_tool_sets(vec![files.clone()]);
+    run(&runner, "s", "4", RunOptions::new()).await;
+    assert_eq!(offered(3), ["read", "write"]);
+
+    assert_eq!(files.closed.load(Ordering::SeqCst), 0);
+    assert_eq!(web.closed.load(Ordering::SeqCst), 0);
+    // Without refresh-on-run, a set is listed when first seen, not on every run.
+    assert_eq!(web.listed.load(Ordering::SeqCst), 1);
+    // Still usable by their owner, who closes them.
+    files.close().await.unwrap();
+    assert_eq!(files.closed.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn refresh_on_run_lists_tool_sets_every_run() {
+    let server = ScriptedServer::start_with(|_| Reply::text("ok"))
+        .await
+        .unwrap();
+    let set = CountingSet::new("files", vec![echo("read")]);
+    let agent = agent("a", &server, false)
+        .tool_set(set.clone())
+        .refresh_tool_sets_on_run(true)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    for i in 0..3 {
+        run(&runner, "s", &format!("run {i}"), RunOptions::new()).await;
+    }
+    assert_eq!(set.listed.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn changing_tool_sets_during_runs_is_safe() {
+    let server = ScriptedServer::start_with(|_| Reply::text("ok"))
+        .await
+        .unwrap();
+    let agent = Arc::new(agent("a", &server, false).build().unwrap());
+    let runner = Runner::new("app", agent.clone());
+    let changer = {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let set = CountingSet::new(&format!("set{}", i % 3), vec![echo(&format!("t{i}"))]);
+                agent.add_tool_set(set);
+                if i % 2 == 0 {
+                    agent.remove_tool_set(&format!("set{}", (i + 1) % 3));
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let runs: Vec<_> = (0..8)
+        .map(|i| {
+            let runner = runner.clone();
+            tokio::spawn(
+                async move { run(&runner, &format!("s{i}"), "hi", RunOptions::new()).await },
+            )
+        })
+        .collect();
+    for r in runs {
+        no_errors(&r.await.unwrap());
+    }
+    changer.await.unwrap();
+    assert!(agent.tool_sets().len() <= 3);
+}
+
+#[tokio::test]
+async fn streamed_deltas_concatenated_equal_the_final_message() {
+    let text = "Streaming splits this sentence into many small pieces, ünïcödé included.";
+    let server = ScriptedServer::start([Reply::text(text)]).await.unwrap();
+    let agent = agent("s", &server, true).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "talk", RunOptions::new()).await;
+    let chunks = of(&events, ObjectType::ChatChunk);
+    assert!(chunks.len() > 5, "the answer arrived in pieces");
+    assert!(chunks.iter().all(|c| !c.done));
+    let joined: String = chunks.iter().map(|c| c.delta_text()).collect();
+    assert_eq!(joined, text);
+    assert_eq!(final_answer(&events), text);
+    // Chunks are shown, not stored.
+    let stored = runner
+        .sessions()
+        .events(&toolbelt_agent::SessionKey::new("app", "user", "s"))
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|e| e.object != ObjectType::ChatChunk));
+    assert_eq!(stored.len(), events.len() - chunks.len());
+}
+
+#[tokio::test]
+async fn a_rate_limited_call_is_retried_and_succeeds() {
+    for stream in MODES {
+        let server = ScriptedServer::start([Reply::rate_limited("0"), Reply::text("made it")])
+            .await
+            .unwrap();
+        let agent = agent("a", &server, stream).build().unwrap();
+        let runner = Runner::new("app", Arc::new(agent));
+        let events = run(&runner, "s", "hi", RunOptions::new()).await;
+        no_errors(&events);
+        assert_eq!(final_answer(&events), "made it");
+        assert_eq!(server.requests().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_failing_ends_the_run_with_a_model_error() {
+    let server = ScriptedServer::start_with(|_| Reply::status(503, "overloaded"))
+        .await
+        .unwrap();
+    let agent = agent("a", &server, false).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "hi", RunOptions::new()).await;
+    let errors = of(&events, ObjectType::Error);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].error.as_ref().unwrap().kind, ErrorKind::Model);
+    assert!(
+        errors[0]
+            .error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("overloaded")
+    );
+}
+
+#[tokio::test]
+async fn a_session_in_sqlite_survives_a_new_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "multiply", r#"{"a":3,"b":5}"#),
+        Reply::text("15"),
+        Reply::text("You asked for 3 times 5."),
+    ])
+    .await
+    .unwrap();
+    {
+        let sessions = toolbelt_agent::SqliteSessionService::open(&path).unwrap();
+        let agent = agent("calc", &server, true)
+            .tool(multiply(Arc::default()))
+            .build()
+            .unwrap();
+        let runner = Runner::new("app", Arc::new(agent)).with_session_service(Arc::new(sessions));
+        no_errors(&run(&runner, "s", "3*5?", RunOptions::new()).await);
+    }
+    // A new process would do exactly this: open the file, build a new runner.
+    let sessions = Arc::new(toolbelt_agent::SqliteSessionService::open(&path).unwrap());
+    let agent = agent("calc", &server, true)
+        .tool(multiply(Arc::default()))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent)).with_session_service(sessions.clone());
+    no_errors(&run(&runner, "s", "what did I ask?", RunOptions::new()).await);
+
+    let request = &server.requests()[2];
+    assert_eq!(
+        roles(request),
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    assert_eq!(request.messages()[1]["content"], "3*5?");
+    assert_eq!(tool_messages(request), [("call_1".into(), "15.0".into())]);
+    assert_eq!(request.messages()[4]["content"], "15");
+    let ids = sessions.list_sessions("app", "user").await.unwrap();
+    assert_eq!(ids, ["s"]);
+}
+
+#[tokio::test]
+async fn a_tool_reads_its_call_id_and_invocation_from_its_context() {
+    #[derive(Debug, Default, Clone)]
+    struct Seen {
+        call_id: String,
+        agent: String,
+        invocation: String,
+        session: String,
+        tenant: Value,
+    }
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_42", "whoami", "{}"),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let whoami = {
+        let seen = seen.clone();
+        FunctionTool::new(
+            "whoami",
+            "Who is calling",
+            move |ctx: ToolContext, _: Args| {
+                let seen = seen.clone();
+                async move {
+                    let inv =
+                        Invocation::from_context(&ctx).ok_or(ToolError::failed("no invocation"))?;
+                    *seen.lock().unwrap() = Seen {
+                        call_id: ctx.call_id().unwrap_or_default().to_string(),
+                        agent: inv.agent_name().to_string(),
+                        invocation: inv.id().to_string(),
+                        session: inv.session().session_id.clone(),
+                        tenant: inv.runtime_state()["tenant"].clone(),
+                    };
+                    Ok::<_, ToolError>("ok")
+                }
+            },
+        )
+        .unwrap()
+    };
+    let agent = agent("ctx", &server, false).tool(whoami).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let options = RunOptions::new().state("tenant", json!("acme"));
+    let events = run(&runner, "sess-7", "who?", options).await;
+    no_errors(&events);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.call_id, "call_42");
+    assert_eq!(seen.agent, "ctx");
+    assert_eq!(seen.invocation, events[0].invocation_id);
+    assert_eq!(seen.session, "sess-7");
+    assert_eq!(seen.tenant, json!("acme"));
+}
+
+#[tokio::test]
+async fn a_child_invocations_events_carry_the_parent_invocation_id() {
+    let server = ScriptedServer::start([
+        Reply::tool_call(
+            "call_1",
+            "ask_expert",
+            r#"{"question":"capital of France?"}"#,
+        ),
+        Reply::text("Paris"), // the expert, in the child invocation
+        Reply::text("The expert says Paris."),
+    ])
+    .await
+    .unwrap();
+    let expert: Arc<dyn Agent> = Arc::new(agent("expert", &server, true).build().unwrap());
+    let child_events = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let parent_state = Arc::new(Mutex::new(Value::Null));
+
+    /// Arguments of `ask_expert`.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Question {
+        /// The question.
+        question: String,
+    }
+    let ask_expert = {
+        let (expert, child_events, parent_state) =
+            (expert.clone(), child_events.clone(), parent_state.clone());
+        FunctionTool::new(
+            "ask_expert",
+            "Asks the expert",
+            move |ctx: ToolContext, q: Question| {
+                let (expert, child_events, parent_state) =
+                    (expert.clone(), child_events.clone(), parent_state.clone());
+                async move {
+                    let inv =
+                        Invocation::from_context(&ctx).ok_or(ToolError::failed("no invocation"))?;
+                    let child = inv
+                        .child(expert.name())
+                        .with_runtime_state("depth", json!(1));
+                    let events = child
+                        .run_child(expert, vec![Message::user(q.question)])
+                        .collect_all()
+                        .await;
+                    let answer = final_answer(&events);
+                    *parent_state.lock().unwrap() = json!(inv.runtime_state().get("depth"));
+                    *child_events.lock().unwrap() = events;
+                    Ok::<_, ToolError>(answer)
+                }
+            },
+        )
+        .unwrap()
+    };
+    let agent = agent("boss", &server, false)
+        .tool(ask_expert)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "ask the expert", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(final_answer(&events), "The expert says Paris.");
+
+    let parent_id = &events[0].invocation_id;
+    let child_events = child_events.lock().unwrap().clone();
+    assert!(!child_events.is_empty());
+    for event in &child_events {
+        assert_eq!(
+            event.parent_invocation_id.as_deref(),
+            Some(parent_id.as_str())
+        );
+        assert_ne!(&event.invocation_id, parent_id);
+    }
+    assert!(child_events.iter().any(|e| e.author == "expert"));
+    assert_eq!(final_answer(&child_events), "Paris");
+    // The child's runtime state is a copy: the parent never saw its change.
+    assert_eq!(*parent_state.lock().unwrap(), Value::Null);
+    // The child's conversation is its own: the session holds only the parent's.
+    let stored = runner
+        .sessions()
+        .events(&toolbelt_agent::SessionKey::new("app", "user", "s"))
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|e| &e.invocation_id == parent_id));
+    // The expert was asked only the question.
+    assert_eq!(roles(&server.requests()[1]), ["system", "user"]);
+}
+
+#[tokio::test]
+async fn dropping_the_event_stream_cancels_the_run_and_its_tools() {
+    let server = ScriptedServer::start([Reply::tool_call("c1", "wait", "{}")])
+        .await
+        .unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let wait = {
+        let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
+        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
+            let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
+            async move {
+                if let Some(tx) = started_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                ctx.cancelled().await;
+                cancelled.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("cancelled")
+            }
+        })
+        .unwrap()
+    };
+    let agent = agent("a", &server, false).tool(wait).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let caller_token = tokio_util::sync::CancellationToken::new();
+    let stream = runner.run(
+        "u",
+        "s",
+        "wait",
+        RunOptions::new().cancellation(caller_token.clone()),
+    );
+    started_rx.await.unwrap();
+    drop(stream);
+    for _ in 0..200 {
+        if cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        cancelled.load(Ordering::SeqCst),
+        1,
+        "the tool saw the cancellation"
+    );
+    assert!(
+        !caller_token.is_cancelled(),
+        "the caller's own token is left alone"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_turn_is_sanitised_before_the_next_model_call() {
+    use toolbelt_agent::history::MISSING_RESULT;
+    let server = ScriptedServer::start([
+        Reply::tool_calls([("a", "multiply", r#"{"a":1,"b":1}"#), ("b", "client", "{}")]),
+        Reply::text("fine"),
+    ])
+    .await
+    .unwrap();
+    let agent = agent("a", &server, false)
+        .tool(multiply(Arc::default()))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let options = RunOptions::new().execution_filter(ExecutionFilter::pending_names(["client"]));
+    run(&runner, "s", "go", options).await;
+    // The caller never answers call `b`; the user just goes on.
+    let events = run(&runner, "s", "never mind", RunOptions::new()).await;
+    no_errors(&events);
+    let request = &server.requests()[1];
+    assert_eq!(
+        roles(request),
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(
+        tool_messages(request),
+        [
+            ("a".to_string(), "1.0".to_string()),
+            ("b".to_string(), MISSING_RESULT.to_string())
+        ]
+    );
+}
