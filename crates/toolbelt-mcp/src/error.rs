@@ -170,6 +170,13 @@ pub(crate) fn classify_status(status: reqwest::StatusCode, in_session: bool) -> 
     }
 }
 
+/// The status in rmcp's "unexpected server response: HTTP 401 Unauthorized: ..." message.
+fn unexpected_response_status(text: &str) -> Option<reqwest::StatusCode> {
+    let rest = text.split("unexpected server response: http ").nth(1)?;
+    let code = rest.get(..3)?.parse::<u16>().ok()?;
+    reqwest::StatusCode::from_u16(code).ok()
+}
+
 /// Walks an error's causes looking for the I/O failure or DNS failure underneath.
 pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> FailureKind {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -189,6 +196,12 @@ pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> F
         }
         if text.contains("session expired") {
             return FailureKind::Connection;
+        }
+        // rmcp reports a refused streamable HTTP request (a 401 without `WWW-Authenticate`,
+        // a 403, a 5xx) as "unexpected server response: HTTP <status> ..."; an expired
+        // session has its own variant, matched above.
+        if let Some(status) = unexpected_response_status(&text) {
+            return classify_status(status, false);
         }
         if text.contains("auth required") || text.contains("insufficient scope") {
             return FailureKind::Configuration;

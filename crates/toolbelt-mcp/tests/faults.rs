@@ -212,3 +212,80 @@ async fn reconnect_attempts_out_of_range_are_refused() {
         .unwrap();
     assert!(err.to_string().contains("between 1 and 10"), "{err}");
 }
+
+/// How many calls run at once after the session was lost.
+const PARALLEL_CALLS: usize = 16;
+
+/// Runs [`PARALLEL_CALLS`] echo calls at once and checks that every one succeeds with its
+/// own answer.
+async fn parallel_echoes(echo: &Arc<dyn Tool>) {
+    let calls = (0..PARALLEL_CALLS).map(|i| {
+        let echo = echo.clone();
+        tokio::spawn(async move {
+            let args = serde_json::json!({ "message": format!("call {i}") }).to_string();
+            let out = echo
+                .call(ToolContext::for_call(format!("c{i}")), &args)
+                .await;
+            (i, out)
+        })
+    });
+    for joined in futures::future::join_all(calls).await {
+        let (i, out) = joined.expect("the call task finished");
+        let out = out.unwrap_or_else(|err| panic!("call {i} failed: {err}"));
+        assert_eq!(out.llm_text(), format!("call {i}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_after_a_stdio_server_died_share_one_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sessions.log");
+    let config = python_stdio(None).with_env("TOOLBELT_SESSION_LOG", log.display().to_string());
+    let set = McpToolSet::builder("py", config)
+        .session_reconnect(3)
+        .build()
+        .unwrap();
+    let echo = tool(&set, "echo").await;
+    assert_eq!(sessions_logged(&log), 1);
+    let first = set.process_id().unwrap();
+    kill(first);
+
+    parallel_echoes(&echo).await;
+    assert_eq!(set.reconnect_count(), 1, "one reconnect for all the calls");
+    assert_eq!(sessions_logged(&log), 2, "one new server process");
+    let second = set.process_id().unwrap();
+    set.close().await.unwrap();
+    assert!(!process_exists(second));
+}
+
+async fn parallel_calls_after_an_http_restart(transport: &str, path: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sessions.log");
+    let env = [("TOOLBELT_SESSION_LOG", log.display().to_string())];
+    let port = free_port();
+    let mut server = HttpServer::python_with_env(transport, port, &env);
+    let set = McpToolSet::builder("py-remote", remote(transport, port, path))
+        .session_reconnect(3)
+        .build()
+        .unwrap();
+    let echo = tool(&set, "echo").await;
+    assert_eq!(sessions_logged(&log), 1);
+    // The restarted server knows nothing of our session.
+    server.stop();
+    let _server = HttpServer::python_with_env(transport, port, &env);
+
+    parallel_echoes(&echo).await;
+    assert_eq!(set.reconnect_count(), 1, "one reconnect for all the calls");
+    assert_eq!(sessions_logged(&log), 2, "one new session");
+    set.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_after_a_streamable_http_restart_share_one_reconnect() {
+    parallel_calls_after_an_http_restart("streamable-http", "/mcp").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_after_an_sse_restart_share_one_reconnect() {
+    parallel_calls_after_an_http_restart("sse", "/sse").await;
+}

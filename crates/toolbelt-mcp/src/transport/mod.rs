@@ -9,7 +9,7 @@ pub(crate) mod stdio;
 use std::collections::BTreeMap;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, GetMeta, JsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage};
 use serde_json::Value;
 
 /// The private `_meta` key through which a request carries the headers an injector chose
@@ -18,12 +18,29 @@ use serde_json::Value;
 pub(crate) const HEADERS_META_KEY: &str = "dev.toolbelt/request-headers";
 
 /// Removes the injected headers from a request and returns them.
+///
+/// The client puts them in the `_meta` of the request's params (`tools/call`, `tools/list`);
+/// rmcp merges that map with the `_meta` it keeps in the request's extensions when it writes
+/// the message, so both places are cleared.
 pub(crate) fn take_injected_headers(message: &mut ClientJsonRpcMessage) -> Vec<(String, String)> {
     let JsonRpcMessage::Request(request) = message else {
         return Vec::new();
     };
-    let meta = request.request.get_meta_mut();
-    match meta.0.remove(HEADERS_META_KEY) {
+    let mut taken = Vec::new();
+    let params_meta = match &mut request.request {
+        ClientRequest::CallToolRequest(call) => call.params.meta.as_mut(),
+        ClientRequest::ListToolsRequest(list) => list.params.as_mut().and_then(|p| p.meta.as_mut()),
+        _ => None,
+    };
+    if let Some(meta) = params_meta {
+        taken.extend(remove_headers(&mut meta.0.0));
+    }
+    taken.extend(remove_headers(&mut request.request.get_meta_mut().0.0));
+    taken
+}
+
+fn remove_headers(meta: &mut serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    match meta.remove(HEADERS_META_KEY) {
         Some(Value::Object(map)) => map
             .into_iter()
             .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))

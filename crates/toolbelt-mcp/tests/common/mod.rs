@@ -114,13 +114,23 @@ impl HttpServer {
 
     /// The Python fixture over `transport` on `port`, with a cancellation marker file.
     pub fn python_on(transport: &str, port: u16, marker: Option<&Path>) -> Self {
+        let env: Vec<(&str, String)> = marker
+            .map(|m| ("TOOLBELT_CANCEL_MARKER", m.display().to_string()))
+            .into_iter()
+            .collect();
+        Self::python_with_env(transport, port, &env)
+    }
+
+    /// The Python fixture over `transport` on `port` with extra environment variables
+    /// (`TOOLBELT_SESSION_LOG`, `TOOLBELT_REQUIRE_HEADER`, ...; see the fixture's docstring).
+    pub fn python_with_env(transport: &str, port: u16, env: &[(&str, String)]) -> Self {
         let mut command = Command::new("python3");
         command
             .arg(python_fixture())
             .arg(transport)
             .arg(port.to_string());
-        if let Some(marker) = marker {
-            command.env("TOOLBELT_CANCEL_MARKER", marker);
+        for (name, value) in env {
+            command.env(name, value);
         }
         Self::start(command, port)
     }
@@ -195,4 +205,11 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// How many sessions the Python fixture has logged to `log` (`TOOLBELT_SESSION_LOG`).
+pub fn sessions_logged(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
 }
