@@ -38,9 +38,27 @@ fn layout() -> Layout {
 async fn dot_dot_paths_are_refused() {
     let l = layout();
     let set = set_on(&l.base);
-    call_err(&set, "Read", json!({"file_path": "../outside/secret.txt"}), OUTSIDE).await;
-    call_err(&set, "Read", json!({"file_path": "sub/../../outside/secret.txt"}), OUTSIDE).await;
-    call_err(&set, "Write", json!({"file_path": "../x", "content": "no"}), OUTSIDE).await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "../outside/secret.txt"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "sub/../../outside/secret.txt"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Write",
+        json!({"file_path": "../x", "content": "no"}),
+        OUTSIDE,
+    )
+    .await;
     assert!(!l.base.parent().unwrap().join("x").exists());
 }
 
@@ -63,14 +81,47 @@ async fn a_symlink_to_outside_is_refused_for_reading_and_writing() {
     symlink(&l.outside, l.base.join("outdir")).unwrap();
     let set = set_on(&l.base);
     call_err(&set, "Read", json!({"file_path": "link.txt"}), OUTSIDE).await;
-    call_err(&set, "Read", json!({"file_path": "outdir/secret.txt"}), OUTSIDE).await;
-    call_err(&set, "Write", json!({"file_path": "outdir/new.txt", "content": "x"}), OUTSIDE).await;
-    call_err(&set, "Edit", json!({"file_path": "outdir/new2.txt", "old_string": "", "new_string": "x"}), OUTSIDE).await;
-    call_err(&set, "Grep", json!({"pattern": "secret", "path": "outdir"}), OUTSIDE).await;
-    call_err(&set, "Glob", json!({"pattern": "*", "path": "outdir"}), OUTSIDE).await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "outdir/secret.txt"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Write",
+        json!({"file_path": "outdir/new.txt", "content": "x"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Edit",
+        json!({"file_path": "outdir/new2.txt", "old_string": "", "new_string": "x"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Grep",
+        json!({"pattern": "secret", "path": "outdir"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Glob",
+        json!({"pattern": "*", "path": "outdir"}),
+        OUTSIDE,
+    )
+    .await;
     assert!(!l.outside.join("new.txt").exists());
     assert!(!l.outside.join("new2.txt").exists());
-    assert_eq!(std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(), "secret\n");
+    assert_eq!(
+        std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -80,8 +131,20 @@ async fn a_symlink_inside_a_subdirectory_pointing_out_is_refused() {
     // A dangling link to a missing file outside must not let Write create it.
     symlink(l.outside.join("planted.txt"), l.base.join("sub/dangling")).unwrap();
     let set = set_on(&l.base);
-    call_err(&set, "Read", json!({"file_path": "sub/escape/secret.txt"}), OUTSIDE).await;
-    call_err(&set, "Write", json!({"file_path": "sub/dangling", "content": "x"}), OUTSIDE).await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "sub/escape/secret.txt"}),
+        OUTSIDE,
+    )
+    .await;
+    call_err(
+        &set,
+        "Write",
+        json!({"file_path": "sub/dangling", "content": "x"}),
+        OUTSIDE,
+    )
+    .await;
     assert!(!l.outside.join("planted.txt").exists());
 }
 
@@ -107,7 +170,10 @@ async fn a_directory_swapped_for_a_symlink_after_the_check_cannot_be_read_throug
     assert!(err.to_string().contains(OUTSIDE), "{err}");
     let err = ops.write_atomic(&checked, b"pwned").await.unwrap_err();
     assert!(err.to_string().contains(OUTSIDE), "{err}");
-    assert_eq!(std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(), "secret\n");
+    assert_eq!(
+        std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
     let leftovers: Vec<_> = std::fs::read_dir(&l.outside).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "nothing may be created outside");
 }
@@ -123,5 +189,8 @@ async fn a_file_swapped_for_a_symlink_after_the_check_is_refused() {
     assert!(err.to_string().contains(OUTSIDE), "{err}");
     let err = ops.write_atomic(&checked, b"pwned").await.unwrap_err();
     assert!(err.to_string().contains(OUTSIDE), "{err}");
-    assert_eq!(std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(), "secret\n");
+    assert_eq!(
+        std::fs::read_to_string(l.outside.join("secret.txt")).unwrap(),
+        "secret\n"
+    );
 }

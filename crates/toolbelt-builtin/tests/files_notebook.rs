@@ -69,7 +69,10 @@ fn validate_with_nbformat(path: &std::path::Path) {
         !stderr.contains("No module named 'nbformat'"),
         "nbformat is missing: run `pip install -r tests/peers/requirements.txt`"
     );
-    assert!(output.status.success(), "nbformat rejected the notebook: {stderr}");
+    assert!(
+        output.status.success(),
+        "nbformat rejected the notebook: {stderr}"
+    );
 }
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -173,5 +176,11 @@ async fn deleting_by_id_or_index_removes_the_cell() {
 async fn notebook_edits_require_a_read_first() {
     let (dir, _path) = setup();
     let set = set_on(dir.path());
-    call_err(&set, "NotebookEdit", json!({"notebook_path": "analysis.ipynb", "cell_id": "0", "new_source": "x"}), "Read it first").await;
+    call_err(
+        &set,
+        "NotebookEdit",
+        json!({"notebook_path": "analysis.ipynb", "cell_id": "0", "new_source": "x"}),
+        "Read it first",
+    )
+    .await;
 }

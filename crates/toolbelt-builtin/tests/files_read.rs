@@ -32,15 +32,30 @@ async fn read_pages_with_a_one_based_offset_and_a_limit() {
     assert_eq!(meta["lines_returned"], 2000, "default limit is 2000 lines");
     assert_eq!(meta["total_lines"], 3000);
     assert!(first.llm_text().contains("pass offset 2001"));
-    let page = call_ok(&set, "Read", json!({"file_path": "long.txt", "offset": 2999, "limit": 5})).await;
+    let page = call_ok(
+        &set,
+        "Read",
+        json!({"file_path": "long.txt", "offset": 2999, "limit": 5}),
+    )
+    .await;
     assert_eq!(page.llm_text(), "  2999\tline 2999\n  3000\tline 3000\n");
-    call_err(&set, "Read", json!({"file_path": "long.txt", "offset": 3001}), "past the end").await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "long.txt", "offset": 3001}),
+        "past the end",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn read_cuts_lines_longer_than_2000_characters_with_a_marker() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("wide.txt"), format!("{}\n", "é".repeat(2500))).unwrap();
+    std::fs::write(
+        dir.path().join("wide.txt"),
+        format!("{}\n", "é".repeat(2500)),
+    )
+    .unwrap();
     let set = set_on(dir.path());
     let out = call_ok(&set, "Read", json!({"file_path": "wide.txt"})).await;
     let text = out.llm_text();
@@ -55,15 +70,23 @@ async fn read_shows_crlf_files_as_lines_and_decodes_byte_order_marks() {
     std::fs::write(dir.path().join("crlf.txt"), "a\r\nb\r\n").unwrap();
     std::fs::write(dir.path().join("bom8.txt"), b"\xEF\xBB\xBFhello\n").unwrap();
     let mut utf16 = vec![0xFF, 0xFE];
-    "héllo\r\nwörld\r\n".encode_utf16().for_each(|u| utf16.extend(u.to_le_bytes()));
+    "héllo\r\nwörld\r\n"
+        .encode_utf16()
+        .for_each(|u| utf16.extend(u.to_le_bytes()));
     std::fs::write(dir.path().join("utf16.txt"), utf16).unwrap();
     let mut utf16be = vec![0xFE, 0xFF];
-    "big\n".encode_utf16().for_each(|u| utf16be.extend(u.to_be_bytes()));
+    "big\n"
+        .encode_utf16()
+        .for_each(|u| utf16be.extend(u.to_be_bytes()));
     std::fs::write(dir.path().join("utf16be.txt"), utf16be).unwrap();
     let set = set_on(dir.path());
     let read = |p: &'static str| {
         let set = &set;
-        async move { call_ok(set, "Read", json!({"file_path": p})).await.llm_text() }
+        async move {
+            call_ok(set, "Read", json!({"file_path": p}))
+                .await
+                .llm_text()
+        }
     };
     assert_eq!(read("crlf.txt").await, "     1\ta\n     2\tb\n");
     assert_eq!(read("bom8.txt").await, "     1\thello\n");
@@ -78,7 +101,13 @@ async fn read_refuses_binary_files_clearly() {
     std::fs::write(dir.path().join("latin1.txt"), [b'c', b'a', b'f', 0xE9]).unwrap();
     let set = set_on(dir.path());
     call_err(&set, "Read", json!({"file_path": "blob.bin"}), "binary").await;
-    call_err(&set, "Read", json!({"file_path": "latin1.txt"}), "not valid UTF-8").await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "latin1.txt"}),
+        "not valid UTF-8",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -121,11 +150,23 @@ async fn read_shows_notebooks_as_cells_with_outputs_summarised() {
         ],
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5
     });
-    std::fs::write(dir.path().join("nb.ipynb"), serde_json::to_string_pretty(&notebook).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("nb.ipynb"),
+        serde_json::to_string_pretty(&notebook).unwrap(),
+    )
+    .unwrap();
     let set = set_on(dir.path());
-    let text = call_ok(&set, "Read", json!({"file_path": "nb.ipynb"})).await.llm_text();
-    assert!(text.contains("<cell index=\"0\" id=\"intro\" type=\"markdown\">\n# Title\ntext\n</cell>"), "{text}");
-    assert!(text.contains("id=\"calc\" type=\"code\" execution_count=\"2\""), "{text}");
+    let text = call_ok(&set, "Read", json!({"file_path": "nb.ipynb"}))
+        .await
+        .llm_text();
+    assert!(
+        text.contains("<cell index=\"0\" id=\"intro\" type=\"markdown\">\n# Title\ntext\n</cell>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("id=\"calc\" type=\"code\" execution_count=\"2\""),
+        "{text}"
+    );
     assert!(text.contains("[stdout] 2"), "{text}");
     assert!(text.contains("[image/png, 12 bytes]"), "{text}");
     assert!(text.contains("[error] ValueError: bad"), "{text}");
@@ -135,9 +176,22 @@ async fn read_shows_notebooks_as_cells_with_outputs_summarised() {
 async fn read_refuses_files_over_the_size_limit_and_directories() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("big.txt"), "x".repeat(2048)).unwrap();
-    let set = BuiltinToolSet::new(BuiltinOptions::new(dir.path()).with_max_file_size(1024)).unwrap();
-    call_err(&set, "Read", json!({"file_path": "big.txt"}), "more than the 1024-byte limit").await;
+    let set =
+        BuiltinToolSet::new(BuiltinOptions::new(dir.path()).with_max_file_size(1024)).unwrap();
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "big.txt"}),
+        "more than the 1024-byte limit",
+    )
+    .await;
     std::fs::create_dir(dir.path().join("d")).unwrap();
     call_err(&set, "Read", json!({"file_path": "d"}), "is a directory").await;
-    call_err(&set, "Read", json!({"file_path": "missing.txt"}), "does not exist").await;
+    call_err(
+        &set,
+        "Read",
+        json!({"file_path": "missing.txt"}),
+        "does not exist",
+    )
+    .await;
 }

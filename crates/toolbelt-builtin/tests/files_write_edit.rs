@@ -19,7 +19,10 @@ fn file(dir: &tempfile::TempDir, name: &str, content: &str) -> std::path::PathBu
 fn no_temp_files_left(dir: &std::path::Path) {
     for entry in walk(dir) {
         let name = entry.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(!name.contains("toolbelt-tmp"), "temp file left behind: {name}");
+        assert!(
+            !name.contains("toolbelt-tmp"),
+            "temp file left behind: {name}"
+        );
     }
 }
 
@@ -40,7 +43,13 @@ async fn write_refuses_an_existing_file_that_was_not_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = file(&dir, "a.txt", "original\n");
     let set = set_on(dir.path());
-    call_err(&set, "Write", json!({"file_path": "a.txt", "content": "new"}), "Read it first").await;
+    call_err(
+        &set,
+        "Write",
+        json!({"file_path": "a.txt", "content": "new"}),
+        "Read it first",
+    )
+    .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "original\n");
 }
 
@@ -50,7 +59,13 @@ async fn a_partial_read_does_not_allow_writing() {
     file(&dir, "a.txt", "1\n2\n3\n");
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "a.txt", "limit": 2})).await;
-    call_err(&set, "Write", json!({"file_path": "a.txt", "content": "x"}), "Read it first").await;
+    call_err(
+        &set,
+        "Write",
+        json!({"file_path": "a.txt", "content": "x"}),
+        "Read it first",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -74,10 +89,18 @@ async fn write_refuses_a_file_changed_on_disk_since_it_was_read() {
         "modified since it was read",
     )
     .await;
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "changed by someone else\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "changed by someone else\n"
+    );
     // Reading again makes it writable.
     call_ok(&set, "Read", json!({"file_path": "a.txt"})).await;
-    call_ok(&set, "Write", json!({"file_path": "a.txt", "content": "mine"})).await;
+    call_ok(
+        &set,
+        "Write",
+        json!({"file_path": "a.txt", "content": "mine"}),
+    )
+    .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
 }
 
@@ -88,20 +111,51 @@ async fn the_read_rule_is_per_tool_set_instance() {
     let reader = set_on(dir.path());
     let writer = set_on(dir.path());
     call_ok(&reader, "Read", json!({"file_path": "a.txt"})).await;
-    call_err(&writer, "Write", json!({"file_path": "a.txt", "content": "y"}), "Read it first").await;
-    call_ok(&reader, "Write", json!({"file_path": "a.txt", "content": "y"})).await;
+    call_err(
+        &writer,
+        "Write",
+        json!({"file_path": "a.txt", "content": "y"}),
+        "Read it first",
+    )
+    .await;
+    call_ok(
+        &reader,
+        "Write",
+        json!({"file_path": "a.txt", "content": "y"}),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn write_creates_new_files_and_parent_directories_without_a_read() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    let out = call_ok(&set, "Write", json!({"file_path": "deep/er/new.txt", "content": "hi\n"})).await;
-    assert!(out.llm_text().contains("File created successfully at: deep/er/new.txt"));
-    assert!(out.user_text().contains("+hi"), "user view has a diff: {}", out.user_text());
-    assert_eq!(std::fs::read_to_string(dir.path().join("deep/er/new.txt")).unwrap(), "hi\n");
+    let out = call_ok(
+        &set,
+        "Write",
+        json!({"file_path": "deep/er/new.txt", "content": "hi\n"}),
+    )
+    .await;
+    assert!(
+        out.llm_text()
+            .contains("File created successfully at: deep/er/new.txt")
+    );
+    assert!(
+        out.user_text().contains("+hi"),
+        "user view has a diff: {}",
+        out.user_text()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("deep/er/new.txt")).unwrap(),
+        "hi\n"
+    );
     // A file it wrote itself may be written again.
-    call_ok(&set, "Write", json!({"file_path": "deep/er/new.txt", "content": "again\n"})).await;
+    call_ok(
+        &set,
+        "Write",
+        json!({"file_path": "deep/er/new.txt", "content": "again\n"}),
+    )
+    .await;
     no_temp_files_left(dir.path());
 }
 
@@ -113,13 +167,26 @@ async fn writes_are_atomic_keep_the_mode_and_leave_no_temp_files() {
     let inode_before = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "script.sh"})).await;
-    call_ok(&set, "Write", json!({"file_path": "script.sh", "content": "#!/bin/sh\necho new\n"})).await;
+    call_ok(
+        &set,
+        "Write",
+        json!({"file_path": "script.sh", "content": "#!/bin/sh\necho new\n"}),
+    )
+    .await;
     let meta = std::fs::metadata(&path).unwrap();
     assert_eq!(meta.permissions().mode() & 0o7777, 0o751);
     // Replaced by rename: a new inode, never the old one rewritten in place.
     assert_ne!(std::os::unix::fs::MetadataExt::ino(&meta), inode_before);
-    call_ok(&set, "Edit", json!({"file_path": "script.sh", "old_string": "new", "new_string": "newer"})).await;
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o751);
+    call_ok(
+        &set,
+        "Edit",
+        json!({"file_path": "script.sh", "old_string": "new", "new_string": "newer"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777,
+        0o751
+    );
     no_temp_files_left(dir.path());
 }
 
@@ -132,7 +199,12 @@ async fn a_failed_write_leaves_the_old_file_and_no_temp_file() {
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "ro/a.txt"})).await;
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o555)).unwrap();
-    let out = call(&set, "Write", json!({"file_path": "ro/a.txt", "content": "new\n"})).await;
+    let out = call(
+        &set,
+        "Write",
+        json!({"file_path": "ro/a.txt", "content": "new\n"}),
+    )
+    .await;
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Root ignores directory permissions; the property holds either way.
     if out.is_error {
@@ -156,9 +228,24 @@ async fn edit_refuses_ambiguous_old_string_and_names_the_count() {
         "old_string matches 3 places",
     )
     .await;
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "foo\nbar foo\nfoo\n");
-    call_err(&set, "Edit", json!({"file_path": "a.txt", "old_string": "nope", "new_string": "x"}), "not found").await;
-    call_err(&set, "Edit", json!({"file_path": "a.txt", "old_string": "bar", "new_string": "bar"}), "the same").await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "foo\nbar foo\nfoo\n"
+    );
+    call_err(
+        &set,
+        "Edit",
+        json!({"file_path": "a.txt", "old_string": "nope", "new_string": "x"}),
+        "not found",
+    )
+    .await;
+    call_err(
+        &set,
+        "Edit",
+        json!({"file_path": "a.txt", "old_string": "bar", "new_string": "bar"}),
+        "the same",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -173,7 +260,10 @@ async fn edit_replace_all_replaces_every_occurrence_and_shows_a_diff() {
         json!({"file_path": "a.txt", "old_string": "foo", "new_string": "baz", "replace_all": true}),
     )
     .await;
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "baz\nbar baz\nbaz\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "baz\nbar baz\nbaz\n"
+    );
     assert_eq!(out.structured.clone().unwrap()["replacements"], 3);
     let user = out.user_text();
     assert!(user.contains("--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n-foo\n-bar foo\n-foo\n+baz\n+bar baz\n+baz\n"), "{user}");
@@ -191,7 +281,10 @@ async fn edit_keeps_crlf_line_endings() {
         json!({"file_path": "win.txt", "old_string": "first\nsecond", "new_string": "one\ntwo\nthree"}),
     )
     .await;
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\r\ntwo\r\nthree\r\nthird\r\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "one\r\ntwo\r\nthree\r\nthird\r\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -200,14 +293,23 @@ async fn edit_keeps_a_missing_final_newline() {
     let path = file(&dir, "a.txt", "alpha\nbeta");
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "a.txt"})).await;
-    call_ok(&set, "Edit", json!({"file_path": "a.txt", "old_string": "beta", "new_string": "gamma"})).await;
+    call_ok(
+        &set,
+        "Edit",
+        json!({"file_path": "a.txt", "old_string": "beta", "new_string": "gamma"}),
+    )
+    .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "alpha\ngamma");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn edit_tolerates_curly_quotes_and_keeps_the_file_style() {
     let dir = tempfile::tempdir().unwrap();
-    let path = file(&dir, "prose.md", "She said \u{201C}hello\u{201D} and didn\u{2019}t stop.\n");
+    let path = file(
+        &dir,
+        "prose.md",
+        "She said \u{201C}hello\u{201D} and didn\u{2019}t stop.\n",
+    );
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "prose.md"})).await;
     call_ok(
@@ -226,25 +328,54 @@ async fn edit_tolerates_curly_quotes_and_keeps_the_file_style() {
 async fn edit_with_an_empty_old_string_creates_a_missing_file_only() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    call_ok(&set, "Edit", json!({"file_path": "new/file.rs", "old_string": "", "new_string": "fn main() {}\n"})).await;
-    assert_eq!(std::fs::read_to_string(dir.path().join("new/file.rs")).unwrap(), "fn main() {}\n");
+    call_ok(
+        &set,
+        "Edit",
+        json!({"file_path": "new/file.rs", "old_string": "", "new_string": "fn main() {}\n"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new/file.rs")).unwrap(),
+        "fn main() {}\n"
+    );
     file(&dir, "full.txt", "content\n");
     call_ok(&set, "Read", json!({"file_path": "full.txt"})).await;
-    call_err(&set, "Edit", json!({"file_path": "full.txt", "old_string": "", "new_string": "x"}), "already exists").await;
-    call_err(&set, "Edit", json!({"file_path": "absent.txt", "old_string": "a", "new_string": "b"}), "does not exist").await;
+    call_err(
+        &set,
+        "Edit",
+        json!({"file_path": "full.txt", "old_string": "", "new_string": "x"}),
+        "already exists",
+    )
+    .await;
+    call_err(
+        &set,
+        "Edit",
+        json!({"file_path": "absent.txt", "old_string": "a", "new_string": "b"}),
+        "does not exist",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn edit_keeps_utf16_and_bom_encodings() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = vec![0xFF, 0xFE];
-    "key = old\n".encode_utf16().for_each(|u| bytes.extend(u.to_le_bytes()));
+    "key = old\n"
+        .encode_utf16()
+        .for_each(|u| bytes.extend(u.to_le_bytes()));
     std::fs::write(dir.path().join("u16.txt"), &bytes).unwrap();
     let set = set_on(dir.path());
     call_ok(&set, "Read", json!({"file_path": "u16.txt"})).await;
-    call_ok(&set, "Edit", json!({"file_path": "u16.txt", "old_string": "old", "new_string": "new"})).await;
+    call_ok(
+        &set,
+        "Edit",
+        json!({"file_path": "u16.txt", "old_string": "old", "new_string": "new"}),
+    )
+    .await;
     let mut expected = vec![0xFF, 0xFE];
-    "key = new\n".encode_utf16().for_each(|u| expected.extend(u.to_le_bytes()));
+    "key = new\n"
+        .encode_utf16()
+        .for_each(|u| expected.extend(u.to_le_bytes()));
     assert_eq!(std::fs::read(dir.path().join("u16.txt")).unwrap(), expected);
 }
 
@@ -271,7 +402,10 @@ async fn read_only_sets_do_not_expose_mutating_tools() {
         .map(|t| t.name())
         .filter(|n| FILE_TOOLS.contains(n))
         .collect();
-    assert_eq!(names, ["Read", "Glob", "Grep", "Write", "Edit", "NotebookEdit"]);
+    assert_eq!(
+        names,
+        ["Read", "Glob", "Grep", "Write", "Edit", "NotebookEdit"]
+    );
     assert_eq!(full.name(), "builtin");
 }
 
@@ -279,21 +413,45 @@ async fn read_only_sets_do_not_expose_mutating_tools() {
 async fn every_schema_property_has_a_description() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    for tool in set.tool_list().iter().filter(|t| FILE_TOOLS.contains(&t.name())) {
+    for tool in set
+        .tool_list()
+        .iter()
+        .filter(|t| FILE_TOOLS.contains(&t.name()))
+    {
         let schema = &tool.declaration().input_schema;
         let properties = schema["properties"].as_object().unwrap();
         assert!(!properties.is_empty(), "{} has properties", tool.name());
         for (name, property) in properties {
             assert!(
-                property.get("description").and_then(|d| d.as_str()).is_some_and(|d| !d.is_empty()),
+                property
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .is_some_and(|d| !d.is_empty()),
                 "{}.{name} has no description",
                 tool.name()
             );
         }
     }
     let grep = set.tool_list().iter().find(|t| t.name() == "Grep").unwrap();
-    let props = grep.declaration().input_schema["properties"].as_object().unwrap();
-    for key in ["pattern", "path", "glob", "type", "output_mode", "-A", "-B", "-C", "context", "-n", "-i", "head_limit", "offset", "multiline"] {
+    let props = grep.declaration().input_schema["properties"]
+        .as_object()
+        .unwrap();
+    for key in [
+        "pattern",
+        "path",
+        "glob",
+        "type",
+        "output_mode",
+        "-A",
+        "-B",
+        "-C",
+        "context",
+        "-n",
+        "-i",
+        "head_limit",
+        "offset",
+        "multiline",
+    ] {
         assert!(props.contains_key(key), "Grep has {key}");
     }
 }

@@ -2,7 +2,6 @@
 
 mod shell_support;
 
-
 use serde_json::json;
 use shell_support::*;
 use tokio_util::sync::CancellationToken;

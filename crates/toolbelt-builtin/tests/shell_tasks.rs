@@ -7,7 +7,10 @@ use shell_support::*;
 use toolbelt_core::ToolSet;
 
 fn task_id(out: &toolbelt_core::ToolOutput) -> String {
-    out.meta.as_ref().unwrap()["task_id"].as_str().unwrap().to_string()
+    out.meta.as_ref().unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[tokio::test]
@@ -18,13 +21,22 @@ async fn background_task_lifecycle_reads_new_output_then_completion() {
     let output = tool(&shell, "TaskOutput");
     // The task waits for a go file so the test controls when it finishes.
     let command = "echo first; while [ ! -e go ]; do sleep 0.02; done; echo second; exit 4";
-    let started = call(&bash, json!({"command": command, "run_in_background": true}))
-        .await
-        .unwrap();
+    let started = call(
+        &bash,
+        json!({"command": command, "run_in_background": true}),
+    )
+    .await
+    .unwrap();
     let id = task_id(&started);
     assert!(started.llm_text().contains(&id));
-    let log = started.meta.as_ref().unwrap()["output_file"].as_str().unwrap().to_string();
-    assert!(log.starts_with(&shell.temp_dir().display().to_string()), "{log}");
+    let log = started.meta.as_ref().unwrap()["output_file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        log.starts_with(&shell.temp_dir().display().to_string()),
+        "{log}"
+    );
 
     // Wait until the first line is in the log, then read it without blocking.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -32,15 +44,23 @@ async fn background_task_lifecycle_reads_new_output_then_completion() {
         assert!(std::time::Instant::now() < deadline);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let first = call(&output, json!({"task_id": id, "block": false})).await.unwrap();
+    let first = call(&output, json!({"task_id": id, "block": false}))
+        .await
+        .unwrap();
     assert_eq!(first.llm_text(), format!("Task {id}: running\nfirst"));
     assert_eq!(first.meta.as_ref().unwrap()["status"], "running");
 
     std::fs::write(dir.path().join("go"), "").unwrap();
-    let done = call(&output, json!({"task_id": id, "block": true, "timeout": 10000}))
-        .await
-        .unwrap();
-    assert_eq!(done.llm_text(), format!("Task {id}: completed (exit code 4)\nsecond"));
+    let done = call(
+        &output,
+        json!({"task_id": id, "block": true, "timeout": 10000}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done.llm_text(),
+        format!("Task {id}: completed (exit code 4)\nsecond")
+    );
     assert_eq!(done.meta.as_ref().unwrap()["exit_code"], 4);
 
     let again = call(&output, json!({"task_id": id})).await.unwrap();
@@ -64,14 +84,24 @@ async fn task_stop_kills_the_task_tree_and_refuses_a_second_stop() {
     let id = task_id(&started);
     let pid = read_pid_file(&dir.path().join("grandchild.pid")).await;
 
-    let stopped = call(&tool(&shell, "TaskStop"), json!({"task_id": id})).await.unwrap();
-    assert!(stopped.llm_text().starts_with(&format!("Stopped task {id}")));
+    let stopped = call(&tool(&shell, "TaskStop"), json!({"task_id": id}))
+        .await
+        .unwrap();
+    assert!(
+        stopped
+            .llm_text()
+            .starts_with(&format!("Stopped task {id}"))
+    );
     assert!(process_is_gone(pid), "grandchild {pid} survived TaskStop");
 
-    let status = call(&tool(&shell, "TaskOutput"), json!({"task_id": id})).await.unwrap();
+    let status = call(&tool(&shell, "TaskOutput"), json!({"task_id": id}))
+        .await
+        .unwrap();
     assert_eq!(status.llm_text(), format!("Task {id}: killed\nup"));
 
-    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": id})).await.unwrap_err();
+    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": id}))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("is not running"), "{err}");
 }
 
@@ -86,11 +116,20 @@ async fn stopping_a_finished_task_is_a_clear_error() {
     .await
     .unwrap();
     let id = task_id(&started);
-    call(&tool(&shell, "TaskOutput"), json!({"task_id": id, "block": true})).await.unwrap();
-    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": id})).await.unwrap_err();
+    call(
+        &tool(&shell, "TaskOutput"),
+        json!({"task_id": id, "block": true}),
+    )
+    .await
+    .unwrap();
+    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": id}))
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("task {id} is not running: it has already completed (exit code 0); nothing to stop")
+        format!(
+            "task {id} is not running: it has already completed (exit code 0); nothing to stop"
+        )
     );
 }
 
@@ -101,11 +140,20 @@ async fn unknown_task_ids_are_clear_errors() {
     let err = call(&tool(&shell, "TaskOutput"), json!({"task_id": "task_99"}))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("no background task with id \"task_99\""), "{err}");
-    call(&tool(&shell, "Bash"), json!({"command": "true", "run_in_background": true}))
+    assert!(
+        err.to_string()
+            .contains("no background task with id \"task_99\""),
+        "{err}"
+    );
+    call(
+        &tool(&shell, "Bash"),
+        json!({"command": "true", "run_in_background": true}),
+    )
+    .await
+    .unwrap();
+    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": "nope"}))
         .await
-        .unwrap();
-    let err = call(&tool(&shell, "TaskStop"), json!({"task_id": "nope"})).await.unwrap_err();
+        .unwrap_err();
     assert!(err.to_string().contains("known tasks: task_1"), "{err}");
 }
 
@@ -120,13 +168,22 @@ async fn a_non_blocking_read_of_a_quiet_task_returns_at_once() {
     .await
     .unwrap();
     let id = task_id(&started);
-    let out = call(&tool(&shell, "TaskOutput"), json!({"task_id": id, "block": false}))
-        .await
-        .unwrap();
-    assert_eq!(out.llm_text(), format!("Task {id}: running\n(no new output)"));
-    let waited = call(&tool(&shell, "TaskOutput"), json!({"task_id": id, "timeout": 50}))
-        .await
-        .unwrap();
+    let out = call(
+        &tool(&shell, "TaskOutput"),
+        json!({"task_id": id, "block": false}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out.llm_text(),
+        format!("Task {id}: running\n(no new output)")
+    );
+    let waited = call(
+        &tool(&shell, "TaskOutput"),
+        json!({"task_id": id, "timeout": 50}),
+    )
+    .await
+    .unwrap();
     assert_eq!(waited.meta.as_ref().unwrap()["status"], "running");
     shell.close().await;
 }
@@ -138,15 +195,23 @@ async fn closing_the_tool_set_kills_every_task_it_started() {
     let bash = tool(&shell, "Bash");
     for name in ["a", "b"] {
         let command = format!("sleep 300 & echo $! > {name}.pid; wait");
-        call(&bash, json!({"command": command, "run_in_background": true}))
-            .await
-            .unwrap();
+        call(
+            &bash,
+            json!({"command": command, "run_in_background": true}),
+        )
+        .await
+        .unwrap();
     }
     let a = read_pid_file(&dir.path().join("a.pid")).await;
     let b = read_pid_file(&dir.path().join("b.pid")).await;
     ToolSet::close(&shell).await.unwrap();
-    assert!(process_is_gone(a) && process_is_gone(b), "a task survived close");
-    let status = call(&tool(&shell, "TaskOutput"), json!({"task_id": "task_1"})).await.unwrap();
+    assert!(
+        process_is_gone(a) && process_is_gone(b),
+        "a task survived close"
+    );
+    let status = call(&tool(&shell, "TaskOutput"), json!({"task_id": "task_1"}))
+        .await
+        .unwrap();
     assert_eq!(status.meta.as_ref().unwrap()["status"], "killed");
     let err = call(&bash, json!({"command": "true", "run_in_background": true}))
         .await

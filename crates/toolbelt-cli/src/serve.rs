@@ -122,9 +122,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
         None => serve_stdio(server, shutdown.clone())
             .await
             .map_err(|e| CliError::failed(format!("serving on stdio: {e}"))),
-        Some(addr) => {
-            serve_http(server, addr, token, &args, shutdown.clone()).await
-        }
+        Some(addr) => serve_http(server, addr, token, &args, shutdown.clone()).await,
     };
 
     shutdown.cancel();
@@ -197,7 +195,10 @@ mod tests {
 
     #[test]
     fn a_bare_port_binds_loopback() {
-        assert_eq!(parse_addr("8080").unwrap(), "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(
+            parse_addr("8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
         assert_eq!(parse_addr("[::1]:9").unwrap(), "[::1]:9".parse().unwrap());
         assert!(parse_addr("not an address").is_err());
     }

@@ -198,10 +198,12 @@ impl ShellConfig {
     /// The environment a command gets.
     fn command_env(&self, temp_dir: &Path, sandboxed: bool) -> Vec<(OsString, OsString)> {
         let denied = |name: &str| {
-            self.deny_env.iter().any(|rule| match rule.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => rule == name,
-            })
+            self.deny_env
+                .iter()
+                .any(|rule| match rule.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => rule == name,
+                })
         };
         let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
             .filter(|(name, _)| !name.to_str().is_some_and(denied))
@@ -313,11 +315,7 @@ impl ShellTools {
                 ),
                 (None, None) => (Arc::new(LocalProcessBackend::new()), false),
             };
-        let tasks = TaskRegistry::new(
-            temp_dir.clone(),
-            config.kill_grace,
-            config.max_output_chars,
-        );
+        let tasks = TaskRegistry::new(temp_dir.clone(), config.kill_grace, config.max_output_chars);
         let state = Arc::new(ShellState {
             config,
             base_dir,
@@ -335,7 +333,10 @@ impl ShellTools {
     ///
     /// Build the sandbox first (for example with [`LandlockSandbox::new`]); that step fails
     /// with a clear error when the kernel cannot enforce it.
-    pub fn sandboxed(config: ShellConfig, sandbox: Arc<dyn SandboxPolicy>) -> Result<Self, ToolError> {
+    pub fn sandboxed(
+        config: ShellConfig,
+        sandbox: Arc<dyn SandboxPolicy>,
+    ) -> Result<Self, ToolError> {
         Self::new(config.sandbox(sandbox))
     }
 

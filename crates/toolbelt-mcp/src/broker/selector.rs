@@ -133,7 +133,10 @@ pub fn parse_server_selector(selector: &str, servers: &[&str]) -> Result<Target,
 }
 
 /// Parses a selector that names a tool (for `mcp_call`).
-pub fn parse_tool_selector(selector: &str, servers: &[&str]) -> Result<ToolSelector, SelectorError> {
+pub fn parse_tool_selector(
+    selector: &str,
+    servers: &[&str],
+) -> Result<ToolSelector, SelectorError> {
     let selector = selector.trim();
     if selector.is_empty() {
         return Err(SelectorError::Empty);
@@ -230,9 +233,8 @@ pub fn format_tool_selector(target: &Target, tool: &str) -> String {
         Target::Named(server) => format!("{server}.{tool}"),
         Target::Url(url) => {
             let dotted = format!("{url}.{tool}");
-            let round_trips = parse_url_tool(&dotted).is_ok_and(|parsed| {
-                parsed.target == *target && parsed.tool == tool
-            });
+            let round_trips = parse_url_tool(&dotted)
+                .is_ok_and(|parsed| parsed.target == *target && parsed.tool == tool);
             if round_trips {
                 dotted
             } else {
@@ -272,15 +274,31 @@ mod tests {
             ("acme.search", named("acme", "search")),
             ("https://h/mcp.add", url("https://h/mcp", "add")),
             ("https://h/v1/mcp.ns.add", url("https://h/v1/mcp", "ns.add")),
-            ("https://h.example.com/mcp.add", url("https://h.example.com/mcp", "add")),
+            (
+                "https://h.example.com/mcp.add",
+                url("https://h.example.com/mcp", "add"),
+            ),
             ("https://h/mcp#tool=add", url("https://h/mcp", "add")),
-            ("https://h/mcp?k=v#tool=add", url("https://h/mcp?k=v", "add")),
-            ("https://h/api.v2/mcp.json#tool=a.b", url("https://h/api.v2/mcp.json", "a.b")),
-            ("http://127.0.0.1:8080/mcp.echo", url("http://127.0.0.1:8080/mcp", "echo")),
+            (
+                "https://h/mcp?k=v#tool=add",
+                url("https://h/mcp?k=v", "add"),
+            ),
+            (
+                "https://h/api.v2/mcp.json#tool=a.b",
+                url("https://h/api.v2/mcp.json", "a.b"),
+            ),
+            (
+                "http://127.0.0.1:8080/mcp.echo",
+                url("http://127.0.0.1:8080/mcp", "echo"),
+            ),
             ("  local_code.add  ", named("local_code", "add")),
         ];
         for (input, expected) in table {
-            assert_eq!(parse_tool_selector(input, SERVERS).as_ref(), Ok(expected), "{input}");
+            assert_eq!(
+                parse_tool_selector(input, SERVERS).as_ref(),
+                Ok(expected),
+                "{input}"
+            );
         }
     }
 

@@ -43,7 +43,9 @@ fn render_fields(schema: &Map<String, Value>, depth: usize) -> String {
         .map(|(name, p)| (name.as_str(), p, "?"));
     let parts: Vec<String> = required_fields
         .chain(optional_fields)
-        .map(|(name, property, mark)| format!("{name}{mark}: {}", render_property(property, depth + 1)))
+        .map(|(name, property, mark)| {
+            format!("{name}{mark}: {}", render_property(property, depth + 1))
+        })
         .collect();
     parts.join(", ")
 }
@@ -126,7 +128,9 @@ mod tests {
             (json!({"type":"object"}), None, "search()"),
             (
                 json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}),
-                Some(json!({"type":"object","properties":{"sum":{"type":"integer"}},"required":["sum"]})),
+                Some(
+                    json!({"type":"object","properties":{"sum":{"type":"integer"}},"required":["sum"]}),
+                ),
                 "search(a: integer, b: integer) -> {sum: integer}",
             ),
             (
@@ -137,13 +141,18 @@ mod tests {
                     "either":{"anyOf":[{"type":"string"},{"type":"number"}]},
                     "any":{}
                 },"required":["mode"]}),
-                Some(json!({"type":"object","properties":{"hits":{"type":"array","items":{"type":"object","properties":{"url":{"type":"string"}}}}}})),
+                Some(
+                    json!({"type":"object","properties":{"hits":{"type":"array","items":{"type":"object","properties":{"url":{"type":"string"}}}}}}),
+                ),
                 "search(mode: \"fast\"|\"slow\", any?: any, either?: string|number, tags?: string[], when?: string|null) -> {hits?: {url?: string}[]}",
             ),
         ];
         for (input, output, expected) in table {
             let output = output.clone().map(obj);
-            assert_eq!(render_signature("search", &obj(input.clone()), output.as_ref()), *expected);
+            assert_eq!(
+                render_signature("search", &obj(input.clone()), output.as_ref()),
+                *expected
+            );
         }
     }
 
