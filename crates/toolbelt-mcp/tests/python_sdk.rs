@@ -147,6 +147,7 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
     assert_eq!(out.llm_text(), "I am late_tool");
 
     let pid = set.process_id();
+    assert_eq!(pid.is_some(), set.config().transport.kind() == "stdio");
     set.close().await.unwrap();
     if let Some(pid) = pid {
         assert!(!process_exists(pid), "pid {pid} left behind");
@@ -172,8 +173,16 @@ async fn python_server_over_sse() {
 async fn python_server_over_streamable_http() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("cancelled");
-    let server = HttpServer::python_on("streamable-http", free_port(), Some(&marker));
+    let log = dir.path().join("sessions.log");
+    let env = [
+        ("TOOLBELT_CANCEL_MARKER", marker.display().to_string()),
+        ("TOOLBELT_SESSION_LOG", log.display().to_string()),
+    ];
+    let server = HttpServer::python_with_env("streamable-http", free_port(), &env);
     exercise(remote("streamable-http", server.port, "/mcp"), &marker).await;
+    // close() ended the session on the server (an HTTP DELETE), not just locally.
+    assert_eq!(sessions_logged(&log), 1);
+    assert_eq!(session_ends_logged(&log), 1);
 }
 
 #[tokio::test]

@@ -209,7 +209,20 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
 
 /// How many sessions the Python fixture has logged to `log` (`TOOLBELT_SESSION_LOG`).
 pub fn sessions_logged(log: &Path) -> usize {
+    log_lines(log, &["start", "session"])
+}
+
+/// How many streamable HTTP sessions the Python fixture saw deleted (`TOOLBELT_SESSION_LOG`).
+pub fn session_ends_logged(log: &Path) -> usize {
+    log_lines(log, &["end"])
+}
+
+fn log_lines(log: &Path, kinds: &[&str]) -> usize {
     std::fs::read_to_string(log)
-        .map(|text| text.lines().count())
+        .map(|text| {
+            text.lines()
+                .filter(|line| kinds.contains(&line.split(' ').next().unwrap_or_default()))
+                .count()
+        })
         .unwrap_or(0)
 }
