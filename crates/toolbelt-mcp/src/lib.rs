@@ -59,6 +59,7 @@
 
 #![warn(missing_docs)]
 
+pub mod broker;
 mod client;
 mod config;
 mod config_file;
@@ -68,6 +69,7 @@ mod transport;
 #[cfg(feature = "server")]
 pub mod server;
 
+pub use broker::{BrokerError, McpBroker, McpBrokerBuilder};
 pub use client::{
     HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, exposed_name,
     map_annotations, map_call_result,

@@ -305,7 +305,8 @@ mod tests {
     #[test]
     fn bad_tool_selectors_get_errors_that_say_what_to_do() {
         use SelectorError::*;
-        let table: &[(&str, fn(&SelectorError) -> bool)] = &[
+        type Check = fn(&SelectorError) -> bool;
+        let table: &[(&str, Check)] = &[
             ("", |e| matches!(e, Empty)),
             ("local_code", |e| matches!(e, MissingTool(_))),
             ("local_code.", |e| matches!(e, MissingTool(_))),

@@ -1,0 +1,66 @@
+//! Helpers of the broker tests: the Python echo server and short ways to run operations.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use toolbelt_core::ToolOutput;
+use toolbelt_mcp::broker::{CallArgs, InspectToolsArgs, ListToolsArgs};
+
+use super::common::{HttpServer, free_port, python_fixture};
+
+/// The broker echo fixture over `transport` (`streamable-http` or `sse`) on a free port.
+pub fn echo_server(transport: &str) -> HttpServer {
+    // Fails the test with the install command when the `mcp` SDK is missing.
+    python_fixture();
+    let port = free_port();
+    let mut command = Command::new("python3");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broker_echo_server.py"))
+        .arg(transport)
+        .arg(port.to_string());
+    HttpServer::start(command, port)
+}
+
+/// `mcp_list_tools` arguments for `selector`.
+pub fn list(selector: &str) -> ListToolsArgs {
+    ListToolsArgs {
+        selector: selector.to_string(),
+        ..ListToolsArgs::default()
+    }
+}
+
+/// `mcp_inspect_tools` arguments for `selector` and `tools`.
+pub fn inspect(selector: &str, tools: &[&str]) -> InspectToolsArgs {
+    InspectToolsArgs {
+        selector: selector.to_string(),
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        ..InspectToolsArgs::default()
+    }
+}
+
+/// `mcp_call` arguments for `selector` with `arguments` (a JSON object).
+pub fn call(selector: &str, arguments: Value) -> CallArgs {
+    CallArgs {
+        selector: selector.to_string(),
+        arguments: arguments
+            .as_object()
+            .cloned()
+            .expect("arguments are an object"),
+        ..CallArgs::default()
+    }
+}
+
+/// The `content` text of an `mcp_call` output.
+pub fn content(out: &ToolOutput) -> String {
+    let structured = out
+        .structured
+        .as_ref()
+        .expect("mcp_call returns structured output");
+    structured["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
