@@ -1,7 +1,7 @@
 //! # toolbelt-builtin: the tools a coding agent lives in
 //!
-//! A [`BuiltinToolSet`] (default name `builtin`) exposes Claude Code's file tools, with
-//! Claude Code's tool and parameter names so models trained on them use them well:
+//! A [`BuiltinToolSet`] (default name `builtin`) exposes Claude Code's file, shell and web
+//! tools, with Claude Code's tool and parameter names so models trained on them use them well:
 //!
 //! | tool | does |
 //! |---|---|
@@ -11,6 +11,15 @@
 //! | `Write` | creates or replaces a file atomically (not in read-only mode) |
 //! | `Edit` | exact string replacement with a unified diff (not in read-only mode) |
 //! | `NotebookEdit` | replaces, inserts or deletes notebook cells (not in read-only mode) |
+//! | `Bash` | runs a command with a timeout, killing its whole process tree ([`shell`]) |
+//! | `TaskOutput` | reads new output and the status of a background `Bash` task |
+//! | `TaskStop` | kills a background task's process tree |
+//! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
+//! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |
+//! | `duckduckgo_search` | DuckDuckGo's instant answer plus up to 5 results |
+//!
+//! The web tools need the `web` feature (on by default) and can be turned off with
+//! `WebOptions::disabled()`.
 //!
 //! Every path is confined to the base directory, checked again at use time
 //! ([`confine`] documents the guarantee and its limits). Files are reached through the
@@ -58,6 +67,8 @@ pub mod fs;
 pub mod search;
 pub mod shell;
 mod toolset;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use toolset::{
     BuiltinEnv, BuiltinOptions, BuiltinToolSet, DEFAULT_MAX_FILE_SIZE, DEFAULT_NAME, FileOptions,

@@ -81,6 +81,9 @@ pub struct BuiltinOptions {
     /// The shell tools' section (Bash, TaskOutput, TaskStop); its base dir is replaced by
     /// [`BuiltinOptions::base_dir`].
     pub shell: crate::shell::ShellConfig,
+    /// The web tools' section (WebFetch, WebSearch, duckduckgo_search; on by default).
+    #[cfg(feature = "web")]
+    pub web: crate::web::WebOptions,
 }
 
 impl Default for BuiltinOptions {
@@ -92,6 +95,8 @@ impl Default for BuiltinOptions {
             files: FileOptions::default(),
             search: SearchOptions::default(),
             shell: crate::shell::ShellConfig::default(),
+            #[cfg(feature = "web")]
+            web: crate::web::WebOptions::default(),
         }
     }
 }
@@ -141,6 +146,14 @@ impl BuiltinOptions {
         self
     }
 
+    /// Configures the web tools (policies, providers, addresses), or turns them off with
+    /// [`WebOptions::disabled`](crate::web::WebOptions::disabled).
+    #[cfg(feature = "web")]
+    pub fn with_web(mut self, web: crate::web::WebOptions) -> Self {
+        self.web = web;
+        self
+    }
+
     /// Continues an existing read-before-write session.
     pub fn with_read_state(mut self, state: Arc<ReadState>) -> Self {
         self.files.read_state = Some(state);
@@ -172,7 +185,10 @@ pub struct BuiltinEnv {
 
 /// The built-in tools as a tool set, confined to a base directory.
 ///
-/// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit.
+/// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit,
+/// then Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
+/// [`WebOptions::disabled`](crate::web::WebOptions::disabled)) WebFetch, WebSearch,
+/// duckduckgo_search. Read-only mode keeps the shell and web tools, as Claude Code does.
 /// Write, Edit and NotebookEdit refuse to change an existing file that was not fully Read
 /// through *this* set (its [`ReadState`]); two sets never share that state unless given the
 /// same one.
@@ -225,6 +241,8 @@ impl BuiltinToolSet {
         let mut tools = assemble(&env)?;
         let shell = crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
         tools.extend(shell.tools());
+        #[cfg(feature = "web")]
+        tools.extend(crate::web::tools(&options.web)?);
         Ok(Self {
             name: options.name,
             env,
