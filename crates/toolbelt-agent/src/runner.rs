@@ -44,6 +44,12 @@ impl EventStream {
         }
     }
 
+    /// The next event, or `None` after the last one (the same as `StreamExt::next`, for
+    /// callers without `futures`).
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+
     /// Collects every remaining event.
     pub async fn collect_all(mut self) -> Vec<Event> {
         let mut events = Vec::new();

@@ -2,7 +2,10 @@
 //! an agent. Each subcommand lives in its own module; what they share (building the tool
 //! sets from flags, exit codes, logging) is in [`common`].
 
+mod agent_cli;
+mod chat;
 mod common;
+mod run;
 mod serve;
 mod tools;
 
@@ -32,6 +35,12 @@ enum Command {
     /// Serve the built-in tools (and configured MCP servers' tools) to MCP clients over
     /// stdio or streamable HTTP.
     Serve(serve::ServeArgs),
+    /// Ask the agent one question: the answer streams to stdout, tool activity to stderr.
+    /// Needs a model: OPENAI_BASE_URL (or OPENAI_API_KEY) and TOOLBELT_MODEL, or --base-url
+    /// and --model.
+    Run(run::RunArgs),
+    /// Talk to the agent, one line per message; destructive tools ask first unless --yes.
+    Chat(chat::ChatArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +68,8 @@ fn main() -> ExitCode {
         match command {
             Command::Tools(command) => tools::run(command).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Run(args) => run::run(args).await,
+            Command::Chat(args) => chat::run(args).await,
         }
     });
     common::finish(outcome)

@@ -34,6 +34,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -202,6 +203,14 @@ impl ScriptedServer {
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
             .with_state(shared.clone());
+        // Without TCP_NODELAY the response's first body chunk waits for the client's
+        // delayed ACK of the headers (about 40 ms), which would dwarf what benchmarks
+        // measure; real model servers set it too.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::warn!(%error, "scripted model server stopped");

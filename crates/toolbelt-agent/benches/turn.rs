@@ -1,0 +1,165 @@
+//! What the agent framework costs per turn, against a scripted OpenAI-compatible server on
+//! 127.0.0.1 that answers at once, and the wall time of a turn whose 8 tool calls each take
+//! 100 ms (run in parallel).
+//!
+//! Run: `CARGO_TARGET_DIR=/work/target/bench cargo bench -p toolbelt-agent --bench turn`
+//!
+//! - `model_call_only`: one `Model::generate` through the HTTP client, collected: the floor
+//!   the framework adds to.
+//! - `run_text_answer`: a whole `Runner::run` (session, input event, request building,
+//!   history sanitising, the same model call, completion event, runner completion).
+//!   Framework overhead per turn = this minus `model_call_only`.
+//! - `run_one_tool_round`: two model calls and one instant tool call in between.
+//! - `eight_parallel_100ms_tools`: one run in which the model asks for 8 calls of a tool that
+//!   sleeps 100 ms, then answers; goal under 150 ms.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures::StreamExt;
+use toolbelt_agent::{LlmAgent, RunOptions, Runner};
+use toolbelt_core::{FunctionTool, ToolContext, ToolError};
+use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
+use toolbelt_model::{GenerationConfig, Message, Model, OpenAiConfig, OpenAiModel, Request};
+
+/// Arguments of the benchmark tools.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Args {
+    /// Which call.
+    n: u32,
+}
+
+fn last_role_is_tool(request: &RecordedRequest) -> bool {
+    request
+        .messages()
+        .last()
+        .is_some_and(|m| m["role"] == "tool")
+}
+
+/// Answers a user message with `calls` calls of `tool`, and tool results with text.
+fn responder(tool: &'static str, calls: u32) -> impl Fn(&RecordedRequest) -> Reply {
+    move |request| {
+        if calls == 0 || last_role_is_tool(request) {
+            return Reply::text("All done, the answer is 42.");
+        }
+        let calls: Vec<(String, String)> = (0..calls)
+            .map(|n| (format!("call_{n}"), format!(r#"{{"n":{n}}}"#)))
+            .collect();
+        Reply::tool_calls(
+            calls
+                .iter()
+                .map(|(id, args)| (id.as_str(), tool, args.as_str())),
+        )
+    }
+}
+
+fn model(server: &ScriptedServer) -> OpenAiModel {
+    OpenAiModel::new(OpenAiConfig::new(server.base_url(), "bench")).expect("model")
+}
+
+fn runner(server: &ScriptedServer, stream: bool) -> Runner {
+    let instant = FunctionTool::new(
+        "instant",
+        "Answers at once",
+        |_ctx: ToolContext, a: Args| async move { Ok::<_, ToolError>(a.n) },
+    )
+    .expect("tool");
+    let slow = FunctionTool::new(
+        "slow",
+        "Takes 100 ms",
+        |_ctx: ToolContext, a: Args| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, ToolError>(a.n)
+        },
+    )
+    .expect("tool");
+    let agent = LlmAgent::builder("bench")
+        .instruction("You are a benchmark.")
+        .model(model(server))
+        .tool(instant)
+        .tool(slow)
+        .parallel_tools(true)
+        .generation_config(GenerationConfig {
+            stream,
+            ..GenerationConfig::default()
+        })
+        .build()
+        .expect("agent");
+    Runner::new("bench", Arc::new(agent))
+}
+
+/// One run in a fresh session, so every iteration sends the same request size.
+async fn one_run(runner: &Runner, sessions: &AtomicU64) {
+    let id = sessions.fetch_add(1, Ordering::Relaxed).to_string();
+    let mut events = runner.run("u", &id, "What is the answer?", RunOptions::new());
+    while let Some(event) = events.next().await {
+        assert!(!event.is_error(), "{event:?}");
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sessions = AtomicU64::new(0);
+
+    for stream in [false, true] {
+        let suffix = if stream { "streaming" } else { "non_streaming" };
+        let mut group = c.benchmark_group(format!("agent_turn/{suffix}"));
+        group.measurement_time(Duration::from_secs(4));
+
+        let text_server = rt
+            .block_on(ScriptedServer::start_with(responder("instant", 0)))
+            .expect("server");
+        let raw = model(&text_server);
+        let request = Request::new(vec![
+            Message::system("You are a benchmark."),
+            Message::user("What is the answer?"),
+        ])
+        .with_config(GenerationConfig {
+            stream,
+            ..GenerationConfig::default()
+        });
+        group.bench_function("model_call_only", |b| {
+            b.to_async(&rt).iter(|| async {
+                let mut responses = raw.generate(request.clone()).await.expect("call");
+                while let Some(response) = responses.next().await {
+                    response.expect("response");
+                }
+            })
+        });
+        let text_runner = runner(&text_server, stream);
+        group.bench_function("run_text_answer", |b| {
+            b.to_async(&rt).iter(|| one_run(&text_runner, &sessions))
+        });
+
+        let tool_server = rt
+            .block_on(ScriptedServer::start_with(responder("instant", 1)))
+            .expect("server");
+        let tool_runner = runner(&tool_server, stream);
+        group.bench_function("run_one_tool_round", |b| {
+            b.to_async(&rt).iter(|| one_run(&tool_runner, &sessions))
+        });
+        group.finish();
+    }
+
+    let mut group = c.benchmark_group("agent_turn");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(6));
+    let slow_server = rt
+        .block_on(ScriptedServer::start_with(responder("slow", 8)))
+        .expect("server");
+    let slow_runner = runner(&slow_server, true);
+    group.bench_function("eight_parallel_100ms_tools", |b| {
+        b.to_async(&rt).iter(|| one_run(&slow_runner, &sessions))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,90 @@
+//! `toolbelt chat`: a conversation with the agent, one line of stdin per message, with the
+//! same tools and flags as `toolbelt run`. Destructive tools (Write, Edit, Bash, …) ask for
+//! approval on stderr first unless `--yes`. `/exit`, end of input or Ctrl-C at the prompt
+//! leaves; Ctrl-C during an answer stops that answer only.
+
+use std::io::{IsTerminal, Write};
+
+use clap::Args;
+use toolbelt::ToolContext;
+
+use crate::agent_cli::{
+    AgentArgs, Approval, Renderer, Spinner, agent_from, model_from, runner, session_id,
+    sessions_from, shared_stdin, start,
+};
+use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome, Toolbox, shutdown_signal};
+
+/// Flags of `toolbelt chat`.
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Run destructive tools without asking.
+    #[arg(long, short = 'y')]
+    yes: bool,
+}
+
+/// Runs `toolbelt chat`.
+pub async fn run(args: ChatArgs) -> Outcome {
+    let model = model_from(&args.agent)?;
+    let sessions = sessions_from(&args.agent)?;
+    let toolbox = Toolbox::open(&args.agent.sources, None)?;
+    toolbox.list(&ToolContext::new()).await;
+    let stdin = shared_stdin();
+    let spinner = Spinner::new();
+    let approval = (!args.yes).then(|| Approval::new(stdin.clone(), spinner.clone()));
+    let agent = match agent_from(&args.agent, model, &toolbox, approval) {
+        Ok(agent) => agent,
+        Err(err) => {
+            toolbox.close().await;
+            return Err(err);
+        }
+    };
+    let runner = runner(agent, sessions);
+    let id = session_id(&args.agent);
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!("toolbelt chat, session {id}. /exit or Ctrl-D leaves.");
+    }
+
+    let mut failed = false;
+    loop {
+        if interactive {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+        }
+        let line = tokio::select! {
+            line = async { stdin.lock().await.next_line().await } => line,
+            () = shutdown_signal() => break,
+        };
+        let line = match line {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(err) => {
+                eprintln!("toolbelt: cannot read stdin: {err}");
+                failed = true;
+                break;
+            }
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if matches!(text, "/exit" | "/quit") {
+            break;
+        }
+        let mut renderer = Renderer::new(spinner.clone());
+        tokio::select! {
+            summary = renderer.render(start(&runner, &id, text)) => failed |= summary.failed,
+            () = shutdown_signal() => {
+                spinner.stop();
+                eprintln!("\n(interrupted)");
+            }
+        }
+    }
+    if args.agent.session.is_some() {
+        eprintln!("session: {id} (resume with --session-id {id})");
+    }
+    toolbox.close().await;
+    Ok(if failed { EXIT_TOOL_FAILED } else { EXIT_OK })
+}

@@ -1,0 +1,66 @@
+//! `toolbelt run PROMPT`: one question to the agent, with the built-in tools in `--dir` and
+//! the MCP servers of `--mcp-config`. The answer streams to stdout; tool activity goes to
+//! stderr as one compact line per call. Exit code 0 when the run completed, 1 when it ended
+//! with an error (the model failed, too many tool rounds, interrupted), 2 for bad flags or no
+//! model configured.
+
+use clap::Args;
+use toolbelt::ToolContext;
+
+use crate::agent_cli::{
+    AgentArgs, Renderer, Spinner, agent_from, model_from, runner, session_id, sessions_from, start,
+};
+use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, Toolbox, shutdown_signal};
+
+/// Flags of `toolbelt run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// What to ask the agent (`-` reads it from stdin).
+    prompt: String,
+    #[command(flatten)]
+    agent: AgentArgs,
+}
+
+/// Runs `toolbelt run`.
+pub async fn run(args: RunArgs) -> Outcome {
+    // The model first: without one there is nothing to do, and nothing should be opened.
+    let model = model_from(&args.agent)?;
+    let prompt = if args.prompt == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?
+    } else {
+        args.prompt.clone()
+    };
+    if prompt.trim().is_empty() {
+        return Err(CliError::usage("the prompt is empty"));
+    }
+    let sessions = sessions_from(&args.agent)?;
+    let toolbox = Toolbox::open(&args.agent.sources, None)?;
+    // Connect to the MCP servers now, so a broken one is reported before the model runs.
+    toolbox.list(&ToolContext::new()).await;
+    let agent = match agent_from(&args.agent, model, &toolbox, None) {
+        Ok(agent) => agent,
+        Err(err) => {
+            toolbox.close().await;
+            return Err(err);
+        }
+    };
+    let runner = runner(agent, sessions);
+    let id = session_id(&args.agent);
+
+    let mut renderer = Renderer::new(Spinner::new());
+    // Ctrl-C or SIGTERM drops the event stream, which cancels the run and its tools.
+    let summary = tokio::select! {
+        summary = renderer.render(start(&runner, &id, &prompt)) => Some(summary),
+        () = shutdown_signal() => None,
+    };
+    if args.agent.session.is_some() {
+        eprintln!("session: {id} (resume with --session-id {id})");
+    }
+    toolbox.close().await;
+    match summary {
+        None => Err(CliError::failed("interrupted")),
+        Some(summary) if summary.failed => Ok(EXIT_TOOL_FAILED),
+        Some(_) => Ok(EXIT_OK),
+    }
+}
