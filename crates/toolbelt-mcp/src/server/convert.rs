@@ -7,7 +7,7 @@ use rmcp::model::Resource as McpResource;
 use rmcp::model::{
     CallToolResult, ContentBlock as McpContent, ResourceContents, Tool as McpTool, ToolAnnotations,
 };
-use toolbelt_core::{ContentBlock, Declaration, ToolError, ToolOutput};
+use toolbelt_core::{ContentBlock, Declaration, Payload, ToolError, ToolOutput};
 
 /// An MCP tool listing entry for a declaration: name, description, schemas and annotations
 /// from the behaviour hints.
@@ -81,13 +81,18 @@ fn mcp_content(block: &ContentBlock) -> McpContent {
 
 /// The `tools/call` result for a tool's output.
 ///
-/// The model's text comes first (unless it is empty and blocks carry the result), then the
-/// blocks. `structuredContent` is set when the tool declared an output schema and produced
-/// structured data. A result-level failure keeps `isError: true`.
-pub fn call_result(output: &ToolOutput) -> CallToolResult {
+/// The model's text comes first, then the blocks; the text is left out when it is empty or
+/// merely repeats the blocks (a result relayed from an aggregated MCP server). A result-level failure keeps `isError: true`.
+///
+/// `structuredContent` is sent only when the tool declared an output schema
+/// (`declares_output_schema`) and the call succeeded: MCP clients validate it against that
+/// schema, and tools that attach structured data without declaring a schema (Read, Grep) would
+/// otherwise hand clients data they cannot check. The structured value is the output's
+/// [`ToolOutput::structured`], or its JSON object payload when the tool set none.
+pub fn call_result(output: &ToolOutput, declares_output_schema: bool) -> CallToolResult {
     let text = output.llm_text();
     let mut content = Vec::with_capacity(1 + output.blocks.len());
-    if !text.is_empty() || output.blocks.is_empty() {
+    if output.blocks.is_empty() || (!text.is_empty() && !derived_from_blocks(&text, output)) {
         content.push(McpContent::text(text));
     }
     content.extend(output.blocks.iter().map(mcp_content));
@@ -96,13 +101,118 @@ pub fn call_result(output: &ToolOutput) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    result.structured_content = output.structured.clone();
+    if declares_output_schema && !output.is_error {
+        result.structured_content = match (&output.structured, &output.for_llm) {
+            (Some(value), _) => Some(value.clone()),
+            (None, Payload::Json(value @ serde_json::Value::Object(_))) => Some(value.clone()),
+            (None, _) => None,
+        };
+    }
     result.meta = output.meta.clone().map(rmcp::model::MetaObject::from);
     result
+}
+
+/// Whether the model's text is only the blocks' summaries (what an aggregated MCP server's
+/// result maps to), so sending it beside the blocks would repeat them.
+fn derived_from_blocks(text: &str, output: &ToolOutput) -> bool {
+    let summaries: Vec<String> = output.blocks.iter().map(ContentBlock::summary).collect();
+    !summaries.is_empty() && text == summaries.join("\n")
 }
 
 /// The `tools/call` result for a failed call: `isError: true` with the short, actionable text
 /// a model reads (validation errors, rejections, timeouts, interruptions, the tool's errors).
 pub fn error_result(error: &ToolError) -> CallToolResult {
     CallToolResult::error(vec![McpContent::text(error.for_model())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declaration() -> Declaration {
+        Declaration::new("probe", "A probe").unwrap()
+    }
+
+    #[test]
+    fn annotations_carry_every_behaviour_hint() {
+        let tool = mcp_tool(&declaration().read_only().idempotent().open_world());
+        let a = tool.annotations.expect("annotations are always sent");
+        assert_eq!(a.read_only_hint, Some(true));
+        assert_eq!(a.destructive_hint, Some(false));
+        assert_eq!(a.idempotent_hint, Some(true));
+        assert_eq!(a.open_world_hint, Some(true));
+
+        let tool = mcp_tool(&declaration().destructive());
+        let a = tool.annotations.unwrap();
+        assert_eq!(a.read_only_hint, Some(false));
+        assert_eq!(a.destructive_hint, Some(true));
+        assert_eq!(a.idempotent_hint, Some(false));
+        assert_eq!(a.open_world_hint, Some(false));
+        assert!(tool.output_schema.is_none());
+    }
+
+    #[test]
+    fn a_declared_output_schema_is_listed() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let decl = declaration()
+            .with_output_schema(Some(schema.clone()))
+            .unwrap();
+        let tool = mcp_tool(&decl);
+        assert_eq!(
+            tool.output_schema
+                .map(|s| serde_json::Value::Object((*s).clone())),
+            Some(schema)
+        );
+    }
+
+    #[test]
+    fn structured_content_only_when_an_output_schema_is_declared() {
+        let output = ToolOutput::text("3 matches").with_structured(json!({"count": 3}));
+        assert_eq!(call_result(&output, false).structured_content, None);
+        assert_eq!(
+            call_result(&output, true).structured_content,
+            Some(json!({"count": 3}))
+        );
+        // A JSON object result is the structured result when none was set.
+        let output = ToolOutput::json(json!({"n": 1}));
+        assert_eq!(
+            call_result(&output, true).structured_content,
+            Some(json!({"n": 1}))
+        );
+        // A failure is never validated against the schema.
+        let output = ToolOutput::error("boom").with_structured(json!({"n": 1}));
+        let result = call_result(&output, true);
+        assert_eq!(result.structured_content, None);
+        assert_eq!(result.is_error, Some(true));
+    }
+
+    #[test]
+    fn relayed_blocks_are_not_repeated_as_text() {
+        let output = ToolOutput::text("a\nb")
+            .with_block(ContentBlock::text("a"))
+            .with_block(ContentBlock::text("b"));
+        let result = call_result(&output, false);
+        assert_eq!(result.content.len(), 2);
+
+        // A summary of its own goes first, before the image.
+        let output = ToolOutput::text("Read an image: 1x1 PNG")
+            .with_block(ContentBlock::image("image/png", "iVBORw0KGgo="));
+        let result = call_result(&output, false);
+        assert_eq!(result.content.len(), 2);
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some("Read an image: 1x1 PNG")
+        );
+        assert!(result.content[1].as_image().is_some());
+    }
+
+    #[test]
+    fn failed_calls_are_results_the_model_reads() {
+        let err = ToolError::rejected("not in this directory");
+        let result = error_result(&err);
+        assert_eq!(result.is_error, Some(true));
+        let text = result.content[0].as_text().unwrap().text.clone();
+        assert!(text.contains("not in this directory"), "{text}");
+    }
 }

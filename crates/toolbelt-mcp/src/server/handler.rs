@@ -13,6 +13,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{Executor, ToolCall};
 
@@ -90,22 +91,64 @@ impl ToolServer {
     /// Tells every connected client that the tool list changed (`notifications/tools/list_changed`).
     /// Clients that went away are forgotten.
     pub async fn notify_tools_changed(&self) {
-        let peers: Vec<Peer<RoleServer>> = self.lock_peers().clone();
-        let mut gone = Vec::new();
-        for (index, peer) in peers.iter().enumerate() {
-            if peer.notify_tool_list_changed().await.is_err() {
-                gone.push(index);
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut peers = self.lock_peers();
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            if let Err(err) = peer.notify_tool_list_changed().await {
+                tracing::debug!("could not send tools/list_changed: {err}");
             }
         }
-        if !gone.is_empty() {
-            let mut peers = self.lock_peers();
-            let mut index = 0;
-            peers.retain(|_| {
-                let keep = !gone.contains(&index);
-                index += 1;
-                keep
-            });
+        self.lock_peers().retain(|peer| !peer.is_transport_closed());
+    }
+
+    /// The visible tools' declarations, listing the registry's tool sets as a snapshot does.
+    async fn visible_declarations(&self, ctx: &ToolContext) -> Vec<toolbelt_core::Declaration> {
+        let snapshot = self.executor.registry().snapshot(ctx).await;
+        if !ctx.is_cancelled() {
+            for (set, err) in snapshot.errors() {
+                tracing::warn!(tool_set = %set, "could not list a tool set: {err}");
+            }
         }
+        match &self.filter {
+            Some(filter) => snapshot.filtered(ctx, filter).declarations(),
+            None => snapshot.declarations(),
+        }
+    }
+
+    /// Watches the registry and sends `notifications/tools/list_changed` to every client when
+    /// the visible tools change (a tool registered or removed, an aggregated MCP server that
+    /// reported a new list), until `stop` is cancelled.
+    ///
+    /// Every `every` it takes a registry snapshot (which re-lists tool sets added with
+    /// [`ToolSetRefresh::OnRun`](toolbelt_exec::ToolSetRefresh::OnRun); an MCP tool set answers
+    /// from its cache unless its server reported a change) and compares the declarations with
+    /// the last ones seen.
+    pub fn watch_registry(
+        &self,
+        every: Duration,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let server = self.clone();
+        let every = every.max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            let ctx = ToolContext::new().with_cancellation(stop.child_token());
+            let mut seen = fingerprint(&server.visible_declarations(&ctx).await);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let now = fingerprint(&server.visible_declarations(&ctx).await);
+                if now != seen {
+                    seen = now;
+                    tracing::info!("the tool list changed; notifying clients");
+                    server.notify_tools_changed().await;
+                }
+            }
+        })
     }
 
     /// How many clients are connected (initialized and not yet found gone).
@@ -119,19 +162,15 @@ impl ToolServer {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn allows(&self, ctx: &ToolContext, name: &str) -> bool {
-        match (&self.filter, self.executor.registry().get(name)) {
-            (Some(filter), Some(tool)) => filter.allows(ctx, tool.as_ref()),
-            _ => true,
-        }
-    }
-
     async fn run_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, RpcError> {
         let call_id = request_id_text(&context);
+        // The request's token is cancelled by rmcp when the client sends
+        // `notifications/cancelled` for this request (or the session ends); the tool's context
+        // hangs off it, so a running Bash command is killed.
         let mut ctx =
             ToolContext::for_call(call_id.clone()).with_cancellation(context.ct.child_token());
         let progress = context
@@ -141,12 +180,18 @@ impl ToolServer {
         if let Some(forwarder) = &progress {
             ctx = ctx.with_progress(forwarder.sink());
         }
-        if !self.allows(&ctx, &request.name) {
+        let tool = self.executor.registry().get(&request.name);
+        if let (Some(filter), Some(tool)) = (&self.filter, &tool)
+            && !filter.allows(&ctx, tool.as_ref())
+        {
             return Err(RpcError::invalid_params(
                 format!("unknown tool {:?}", request.name),
                 None,
             ));
         }
+        let declares_output_schema = tool
+            .as_ref()
+            .is_some_and(|t| t.declaration().output_schema.is_some());
         let arguments = match &request.arguments {
             Some(arguments) => serde_json::Value::Object(arguments.clone()).to_string(),
             None => String::new(),
@@ -157,16 +202,35 @@ impl ToolServer {
             Some(forwarder) => forwarder.with_heartbeat(self.heartbeat, run).await,
             None => run.await,
         };
+        if let Some(forwarder) = progress {
+            // Progress must not arrive after the response: send what is queued first.
+            forwarder.finish().await;
+        }
         Ok(match result.result {
-            Ok(output) => call_result(&output).into(),
+            Ok(output) => call_result(&output, declares_output_schema).into(),
             // MCP reports an unknown tool as a protocol error; the message keeps the
             // executor's "did you mean" so a person reading the log can fix the call.
             Err(err @ ToolError::UnknownTool { .. }) => {
                 return Err(RpcError::invalid_params(err.to_string(), None));
             }
+            // Everything else (invalid arguments, schema violations, rejections, timeouts,
+            // cancellations, the tool's own errors) is a result the client's model reads.
             Err(err) => error_result(&err).into(),
         })
     }
+}
+
+/// A digest of declarations, to tell whether the tool list changed.
+fn fingerprint(declarations: &[toolbelt_core::Declaration]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for declaration in declarations {
+        // Declarations hold JSON maps, which do not implement Hash; their text does.
+        serde_json::to_string(declaration)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The JSON-RPC id of a request, as text, used as the call's tool_call_id.
@@ -181,26 +245,36 @@ fn request_id_text(context: &RequestContext<RoleServer>) -> String {
 /// Sends a call's progress reports to the client as `notifications/progress`, in order, from
 /// a task of its own (tools report synchronously and must never wait on the network).
 struct ProgressForwarder {
-    tx: mpsc::UnboundedSender<ProgressUpdate>,
+    /// `None` marks the end of the call: the task sends what came before it and stops.
+    tx: mpsc::UnboundedSender<Option<ProgressUpdate>>,
     reported: Arc<Mutex<Instant>>,
+    task: tokio::task::JoinHandle<()>,
 }
+
+/// How long the end of a call waits for queued progress notifications to go out.
+const PROGRESS_FLUSH: Duration = Duration::from_secs(2);
 
 impl ProgressForwarder {
     fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<ProgressUpdate>();
-        tokio::spawn(async move {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Option<ProgressUpdate>>();
+        let task = tokio::spawn(async move {
             // MCP wants progress to increase with every notification, whoever reports it.
             let mut sent = 0.0_f64;
-            while let Some(update) = rx.recv().await {
-                sent = update.progress.max(sent + 1.0);
+            while let Some(Some(update)) = rx.recv().await {
+                sent = if update.progress > sent {
+                    update.progress
+                } else {
+                    sent + 1.0
+                };
                 let mut param = ProgressNotificationParam::new(token.clone(), sent);
                 if let Some(total) = update.total {
-                    param = param.with_total(total);
+                    param = param.with_total(total.max(sent));
                 }
                 if let Some(message) = update.message {
                     param = param.with_message(message);
                 }
-                if peer.notify_progress(param).await.is_err() {
+                if let Err(err) = peer.notify_progress(param).await {
+                    tracing::debug!("could not send a progress notification: {err}");
                     break;
                 }
             }
@@ -208,6 +282,7 @@ impl ProgressForwarder {
         Self {
             tx,
             reported: Arc::new(Mutex::new(Instant::now())),
+            task,
         }
     }
 
@@ -216,7 +291,7 @@ impl ProgressForwarder {
         let reported = self.reported.clone();
         Arc::new(move |update: ProgressUpdate| {
             *reported.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            let _ = tx.send(update);
+            let _ = tx.send(Some(update));
         })
     }
 
@@ -233,10 +308,23 @@ impl ProgressForwarder {
                     let last = *self.reported.lock().unwrap_or_else(|p| p.into_inner());
                     if last.elapsed() >= every {
                         let message = format!("running for {}s", started.elapsed().as_secs());
-                        let _ = self.tx.send(ProgressUpdate::new(0.0).with_message(message));
+                        let _ = self.tx.send(Some(ProgressUpdate::new(0.0).with_message(message)));
                     }
                 }
             }
+        }
+    }
+
+    /// Ends forwarding once everything reported so far has been sent (reports made later,
+    /// by a producer that outlived the call, are dropped).
+    async fn finish(self) {
+        let _ = self.tx.send(None);
+        let mut task = self.task;
+        if tokio::time::timeout(PROGRESS_FLUSH, &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
         }
     }
 }
@@ -259,12 +347,12 @@ impl ServerHandler for ToolServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, RpcError> {
         let ctx = ToolContext::new().with_cancellation(context.ct.child_token());
-        let snapshot = self.executor.registry().snapshot(&ctx).await;
-        let snapshot = match &self.filter {
-            Some(filter) => snapshot.filtered(&ctx, filter),
-            None => snapshot,
-        };
-        let tools = snapshot.declarations().iter().map(mcp_tool).collect();
+        let tools = self
+            .visible_declarations(&ctx)
+            .await
+            .iter()
+            .map(mcp_tool)
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 

@@ -25,3 +25,7 @@ pub use convert::{call_result, error_result, mcp_tool};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
 pub use http::{HttpServeOptions, HttpServer};
 pub use stdio::serve_stdio;
+
+/// The token that stops [`serve_stdio`], [`HttpServer::run`] and
+/// [`ToolServer::watch_registry`] (re-exported so callers need not depend on `tokio-util`).
+pub use tokio_util::sync::CancellationToken;

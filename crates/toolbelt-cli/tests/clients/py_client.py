@@ -1,0 +1,183 @@
+"""An independent MCP client (the Python `mcp` SDK) driving `toolbelt serve`.
+
+Usage:
+    py_client.py SCENARIO stdio COMMAND [ARGS...]
+    py_client.py SCENARIO http URL
+
+Set TOOLBELT_TEST_TOKEN to send `Authorization: Bearer <token>` over HTTP, and
+TOOLBELT_TEST_DIR to the served directory (the `cancel` scenario waits for files there).
+
+Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
+    tour          list the tools; call Read, Grep, an aggregated server's tools, Read with
+                  invalid arguments and an unknown tool
+    progress      call a slow Bash command with a progress callback; report the notifications
+    cancel        start a long Bash command, send notifications/cancelled for it, then call
+                  Read on the same session; report the command's process ids
+    list_changed  have an aggregated server add a tool; wait for tools/list_changed; list again
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+from mcp.shared.exceptions import McpError
+
+SCENARIO = sys.argv[1]
+TRANSPORT = sys.argv[2]
+TARGET = sys.argv[3:]
+
+
+@asynccontextmanager
+async def connect(message_handler=None):
+    if TRANSPORT == "stdio":
+        params = StdioServerParameters(command=TARGET[0], args=TARGET[1:], env=dict(os.environ))
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write, message_handler=message_handler) as session:
+                await session.initialize()
+                yield session
+    else:
+        headers = {}
+        token = os.environ.get("TOOLBELT_TEST_TOKEN")
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        async with streamablehttp_client(TARGET[0], headers=headers) as (read, write, _):
+            async with ClientSession(read, write, message_handler=message_handler) as session:
+                await session.initialize()
+                yield session
+
+
+def describe(result: types.CallToolResult) -> dict:
+    return {
+        "is_error": bool(result.isError),
+        "text": "".join(c.text for c in result.content if isinstance(c, types.TextContent)),
+        "structured": result.structuredContent,
+    }
+
+
+async def call(session, name, arguments):
+    try:
+        return describe(await session.call_tool(name, arguments))
+    except McpError as err:
+        return {"rpc_error": {"code": err.error.code, "message": err.error.message}}
+
+
+async def tour():
+    async with connect() as session:
+        init = session.get_server_capabilities()
+        listed = await session.list_tools()
+        tools = {}
+        for tool in listed.tools:
+            a = tool.annotations
+            tools[tool.name] = {
+                "read_only": a.readOnlyHint if a else None,
+                "destructive": a.destructiveHint if a else None,
+                "idempotent": a.idempotentHint if a else None,
+                "open_world": a.openWorldHint if a else None,
+                "has_output_schema": tool.outputSchema is not None,
+            }
+        return {
+            "list_changed_capability": bool(init and init.tools and init.tools.listChanged),
+            "tools": tools,
+            "read": await call(session, "Read", {"file_path": "hello.txt"}),
+            "grep": await call(session, "Grep", {"pattern": "needle", "output_mode": "content"}),
+            "echo": await call(session, "echo", {"message": "through toolbelt"}),
+            "py_echo": await call(session, "py_echo", {"message": "prefixed"}),
+            "weather": await call(session, "weather", {"city": "Oslo"}),
+            "read_invalid": await call(session, "Read", {"file_path": 42}),
+            "read_missing": await call(session, "Read", {"file_path": "no/such/file.txt"}),
+            "unknown": await call(session, "NoSuchTool", {}),
+        }
+
+
+async def progress():
+    updates = []
+
+    async def on_progress(value, total, message):
+        updates.append({"progress": value, "total": total, "message": message})
+
+    async with connect() as session:
+        result = await session.call_tool(
+            "Bash", {"command": "sleep 2; echo done"}, progress_callback=on_progress
+        )
+        return {"result": describe(result), "updates": updates}
+
+
+async def wait_for_file(path, limit=30.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and open(path).read().strip():
+            return open(path).read().strip()
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{path} never appeared")
+
+
+async def cancel():
+    workdir = os.environ["TOOLBELT_TEST_DIR"]
+    command = "sleep 300 & echo $! > sleep.pid; echo $$ > shell.pid; wait"
+    async with connect() as session:
+        # The SDK numbers requests from 0 and does not send notifications/cancelled itself
+        # when a call is abandoned, so note the id this call will get and send it by hand.
+        request_id = session._request_id
+        outcome = {}
+
+        async def long_call():
+            try:
+                outcome["result"] = describe(await session.call_tool("Bash", {"command": command}))
+            except McpError as err:
+                outcome["rpc_error"] = err.error.message
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(long_call)
+            sleep_pid = await wait_for_file(os.path.join(workdir, "sleep.pid"))
+            shell_pid = await wait_for_file(os.path.join(workdir, "shell.pid"))
+            await session.send_notification(
+                types.ClientNotification(
+                    types.CancelledNotification(
+                        params=types.CancelledNotificationParams(
+                            requestId=request_id, reason="the test cancelled it"
+                        )
+                    )
+                )
+            )
+            # A cancelled request gets no response; stop waiting for one.
+            await asyncio.sleep(0.5)
+            group.cancel_scope.cancel()
+        after = await call(session, "Read", {"file_path": "hello.txt"})
+        return {
+            "sleep_pid": int(sleep_pid),
+            "shell_pid": int(shell_pid),
+            "outcome": outcome,
+            "read_after_cancel": after,
+        }
+
+
+async def list_changed():
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            changed.set()
+
+    async with connect(message_handler=on_message) as session:
+        before = sorted(t.name for t in (await session.list_tools()).tools)
+        added = await call(session, "add_tool", {"name": "late_tool"})
+        await asyncio.wait_for(changed.wait(), timeout=30)
+        after = sorted(t.name for t in (await session.list_tools()).tools)
+        late = await call(session, "late_tool", {})
+        return {"before": before, "added": added, "after": after, "late": late}
+
+
+SCENARIOS = {"tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
+
+if __name__ == "__main__":
+    report = anyio.run(SCENARIOS[SCENARIO])
+    print(json.dumps(report))

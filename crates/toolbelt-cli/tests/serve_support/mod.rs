@@ -1,0 +1,294 @@
+//! What the `serve_*` tests share: a served directory, an `mcpServers` file aggregating real
+//! servers (npm's everything server and a Python SDK server), the `toolbelt serve` binary
+//! over HTTP, the independent clients, and process checks.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `toolbelt` binary under test.
+pub fn toolbelt() -> &'static str {
+    env!("CARGO_BIN_EXE_toolbelt")
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `tests/peers`, where `.ci/install-peers` put the npm peers.
+pub fn peers() -> PathBuf {
+    workspace().join("tests/peers")
+}
+
+/// A script of `crates/toolbelt-cli/tests/clients`.
+pub fn client_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name)
+}
+
+fn require(path: &Path, what: &str) -> String {
+    assert!(
+        path.exists(),
+        "{what} is missing at {}; run `bash .ci/install-peers`",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// A temp directory to serve, with `hello.txt` (one line holds "needle") and `mcp.json`
+/// aggregating the npm everything server (`everything`) and the Python SDK fixture server
+/// (`py`). Both offer `echo`, so the second one listed is offered as `py_echo`.
+pub struct Served {
+    pub dir: tempfile::TempDir,
+}
+
+impl Served {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("hello.txt"), "hello world\nneedle here\n").unwrap();
+        let everything = require(
+            &peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+            "the npm peer @modelcontextprotocol/server-everything",
+        );
+        let py = require(
+            &workspace().join("crates/toolbelt-mcp/tests/fixtures/py_server.py"),
+            "the Python SDK fixture server",
+        );
+        let config = serde_json::json!({"mcpServers": {
+            "everything": {"command": "node", "args": [everything]},
+            "py": {"command": "python3", "args": [py, "stdio"]},
+        }});
+        std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `serve` flags for this directory and its `mcp.json`.
+    pub fn serve_args(&self) -> Vec<String> {
+        vec![
+            "serve".into(),
+            "--dir".into(),
+            self.path().display().to_string(),
+            "--mcp-config".into(),
+            self.path().join("mcp.json").display().to_string(),
+        ]
+    }
+}
+
+/// Runs a client command, expecting one JSON object on its stdout.
+pub fn run_client(mut command: Command) -> Value {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the client failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
+        output.status
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}\nstderr: {stderr}"))
+}
+
+/// The Python `mcp` SDK client running `scenario` against `target` (`stdio CMD…` or `http URL`).
+pub fn python_client(
+    scenario: &str,
+    target: &[String],
+    served: &Served,
+    token: Option<&str>,
+) -> Value {
+    let mut command = Command::new("python3");
+    command
+        .arg(client_script("py_client.py"))
+        .arg(scenario)
+        .args(target)
+        .env("TOOLBELT_TEST_DIR", served.path());
+    if let Some(token) = token {
+        command.env("TOOLBELT_TEST_TOKEN", token);
+    }
+    run_client(command)
+}
+
+/// `stdio toolbelt serve …` as client arguments.
+pub fn stdio_target(args: &[String]) -> Vec<String> {
+    let mut target = vec!["stdio".to_string(), toolbelt().to_string()];
+    target.extend(args.iter().cloned());
+    target
+}
+
+/// `toolbelt serve --http 127.0.0.1:0 …`, running until dropped (SIGTERM, then SIGKILL).
+pub struct HttpServe {
+    child: Child,
+    pub url: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl HttpServe {
+    pub fn start(args: &[String]) -> Self {
+        let mut child = Command::new(toolbelt())
+            .args(args)
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("toolbelt serve starts");
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        let url = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("toolbelt: serving MCP on ") {
+                        break url.trim().to_string();
+                    }
+                    seen.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "toolbelt serve never announced its URL; stderr:\n{}",
+                        seen.join("\n")
+                    );
+                }
+            }
+        };
+        Self {
+            child,
+            url,
+            stderr: rx,
+        }
+    }
+
+    /// `host:port` of the server.
+    pub fn authority(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        signal(self.child.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("toolbelt serve did not exit after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The stderr lines printed so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+impl Drop for HttpServe {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            signal(self.child.id(), "TERM");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sends a signal with kill(1).
+pub fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Whether a process is running (a zombie counts as gone: it has exited).
+pub fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) until `pid` is gone; true if it went.
+pub fn wait_gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if !is_running(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// A raw HTTP/1.1 POST of an `initialize` request; returns the status code.
+pub fn post_initialize(authority: &str, headers: &[(&str, &str)]) -> u16 {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let mut stream = TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).expect("a status line");
+    let status = String::from_utf8_lossy(&head[9..12]).to_string();
+    status
+        .parse()
+        .unwrap_or_else(|_| panic!("bad status line {head:?}"))
+}
