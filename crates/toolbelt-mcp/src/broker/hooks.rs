@@ -117,14 +117,46 @@ pub(crate) fn mcp_error_of(error: &ToolError) -> Option<&McpError> {
     boxed.downcast_ref::<McpError>()
 }
 
-/// Finds an HTTP status in an error's chain: rmcp's auth and status errors, reqwest's
-/// status, the SSE transport's status, or the SSE connect message `answered HTTP NNN`.
+/// Finds an HTTP status in an error's chain: rmcp's auth and status errors (looking inside
+/// its handshake and send errors, whose causes are fields rather than sources), reqwest's
+/// status, the SSE transport's status, or, last, the client's messages (`answered HTTP
+/// 401`, `Auth required`, `Insufficient scope`).
 pub(crate) fn http_status_of(error: &ToolError) -> Option<u16> {
+    use rmcp::ServiceError;
+    use rmcp::service::ClientInitializeError;
+    use rmcp::transport::DynamicTransportError;
     use rmcp::transport::streamable_http_client::{
-        AuthRequiredError, HttpStatusError, InsufficientScopeError,
+        AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
     };
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut messages = Vec::new();
     while let Some(e) = current {
+        if let Some(ClientInitializeError::TransportError { error, .. }) =
+            e.downcast_ref::<ClientInitializeError>()
+        {
+            current = Some(error);
+            continue;
+        }
+        if let Some(ServiceError::TransportSend(error)) = e.downcast_ref::<ServiceError>() {
+            current = Some(error);
+            continue;
+        }
+        if let Some(dynamic) = e.downcast_ref::<DynamicTransportError>() {
+            let inner: &(dyn std::error::Error + 'static) = dynamic.error.as_ref();
+            current = Some(inner);
+            continue;
+        }
+        if let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            match http {
+                StreamableHttpError::AuthRequired(_) => return Some(401),
+                StreamableHttpError::InsufficientScope(_) => return Some(403),
+                StreamableHttpError::HttpStatus(status) => return Some(status.status),
+                StreamableHttpError::Client(err) if err.status().is_some() => {
+                    return err.status().map(|s| s.as_u16());
+                }
+                _ => {}
+            }
+        }
         if e.downcast_ref::<AuthRequiredError>().is_some() {
             return Some(401);
         }
@@ -142,22 +174,29 @@ pub(crate) fn http_status_of(error: &ToolError) -> Option<u16> {
         if let Some(SseTransportError::Status { status }) = e.downcast_ref::<SseTransportError>() {
             return Some(*status);
         }
-        if let Some(mcp) = e.downcast_ref::<McpError>()
-            && let Some(status) = status_in_message(&mcp.message)
-        {
-            return Some(status);
+        if let Some(mcp) = e.downcast_ref::<McpError>() {
+            messages.push(mcp.message.as_str());
         }
         current = e.source();
     }
-    None
+    messages.into_iter().find_map(status_in_message)
 }
 
-/// `answered HTTP 401 Unauthorized` → 401 (the SSE transport's connect failure has no typed
+/// The status a client message reports (the SSE transport's connect failure has no typed
 /// source).
 fn status_in_message(message: &str) -> Option<u16> {
-    let rest = &message[message.find("answered HTTP ")? + "answered HTTP ".len()..];
-    let digits = rest.get(..3)?;
-    digits.parse().ok().filter(|s| (100..600).contains(s))
+    let lower = message.to_ascii_lowercase();
+    if let Some(at) = lower.find("answered http ") {
+        let digits = lower.get(at + "answered http ".len()..)?.get(..3)?;
+        return digits.parse().ok().filter(|s| (100..600).contains(s));
+    }
+    if lower.contains("auth required") {
+        return Some(401);
+    }
+    if lower.contains("insufficient scope") {
+        return Some(403);
+    }
+    None
 }
 
 #[cfg(test)]
