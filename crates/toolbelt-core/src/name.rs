@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -21,16 +22,17 @@ pub const MAX_TOOL_NAME_LEN: usize = 64;
 /// assert!(ToolName::new("calculator").is_ok());
 /// assert!(ToolName::new("has space").is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct ToolName(String);
+// An `Arc<str>` inside, so that the executor hands the name to every call's context with a
+// reference-count increment instead of a copy.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolName(Arc<str>);
 
 impl ToolName {
     /// Checks `name` and wraps it; a bad name is [`ToolError::InvalidName`], never a panic.
     pub fn new(name: impl Into<String>) -> Result<Self, ToolError> {
         let name = name.into();
         match name_problem(&name) {
-            None => Ok(Self(name)),
+            None => Ok(Self(Arc::from(name))),
             Some(reason) => Err(ToolError::InvalidName { name, reason }),
         }
     }
@@ -38,6 +40,17 @@ impl ToolName {
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name as a shared string: cloning it copies no bytes.
+    pub fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
     }
 }
 
@@ -97,13 +110,13 @@ impl TryFrom<String> for ToolName {
 
 impl PartialEq<str> for ToolName {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        &*self.0 == other
     }
 }
 
 impl PartialEq<&str> for ToolName {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 

@@ -9,7 +9,7 @@ use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 
 use crate::artifact::{ArtifactOffload, ArtifactRef};
 use crate::hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
-use crate::interrupt::until_cancelled;
+use crate::interrupt::{own_token, until_cancelled};
 use crate::middleware::{DynMiddleware, Middleware, Next, ToolRequest, panic_message};
 use crate::registry::{Registry, ToolSnapshot};
 use crate::repair::{parse_strict, repair_arguments};
@@ -330,16 +330,21 @@ impl Executor {
         if ctx.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        // Each call gets a child token: cancelling one call (a timeout) never cancels its
-        // siblings, and cancelling the caller's token cancels every call.
-        let mut ctx = ctx.child().with_tool_name(tool.name());
+        // Each call gets a token of its own: cancelling one call (a timeout) never cancels its
+        // siblings, and cancelling the caller's token cancels every call (forwarded by
+        // `until_cancelled` below).
+        // Shared strings: the context and the middleware request hold the same allocations.
+        let declaration = tool.declaration();
+        let call_id: Arc<str> = Arc::from(call.id.as_str());
+        let (ctx, caller, own) = own_token(ctx);
+        let mut ctx = ctx.with_tool_name(declaration.name.shared());
         if !call.id.is_empty() && ctx.call_id() != Some(call.id.as_str()) {
-            ctx = ctx.with_call_id(call.id.as_str());
+            ctx = ctx.with_call_id(call_id.clone());
         }
 
         // Repair, then validation.
         let config = &inner.config;
-        let mut arguments: String = if config.repair_json {
+        let mut arguments: Arc<str> = if config.repair_json {
             let fixed = repair_arguments(&call.arguments)?;
             if config.validate_arguments {
                 inner.validators.validate(&tool, &fixed.value)?;
@@ -347,18 +352,16 @@ impl Executor {
             if fixed.repaired {
                 *repaired = Some(fixed.text.clone());
             }
-            fixed.text
+            Arc::from(fixed.text)
         } else {
             if config.validate_arguments {
                 let value = parse_strict(&call.arguments)?;
                 inner.validators.validate(&tool, &value)?;
             }
-            call.arguments.clone()
+            Arc::from(call.arguments.as_str())
         };
 
-        let token = ctx.cancellation().clone();
         let work = async {
-            let declaration = tool.declaration();
             let name = tool.name();
             // Before hooks: the tool's own, then global ones.
             let before = inner
@@ -376,7 +379,9 @@ impl Executor {
                 };
                 match hook.before(&ctx, &view).await {
                     BeforeAction::Continue => {}
-                    BeforeAction::ReplaceArguments(replacement) => arguments = replacement,
+                    BeforeAction::ReplaceArguments(replacement) => {
+                        arguments = Arc::from(replacement)
+                    }
                     BeforeAction::Respond(output) => {
                         answered = Some(Ok(output));
                         break;
@@ -392,8 +397,8 @@ impl Executor {
                 None => {
                     let request = ToolRequest {
                         tool: tool.clone(),
-                        call_id: Arc::from(call.id.as_str()),
-                        arguments: Arc::from(arguments.as_str()),
+                        call_id: call_id.clone(),
+                        arguments: arguments.clone(),
                     };
                     Next::new(&inner.middleware).run(ctx.clone(), request).await
                 }
@@ -415,8 +420,14 @@ impl Executor {
             }
             result
         };
-        let output =
-            until_cancelled(work, &token, config.cancel_grace, ToolError::Cancelled).await?;
+        let output = until_cancelled(
+            work,
+            &caller,
+            &own,
+            config.cancel_grace,
+            ToolError::Cancelled,
+        )
+        .await?;
         match &inner.offload {
             Some(offload) => {
                 let (output, stored) = offload.apply(tool.declaration(), output).await?;

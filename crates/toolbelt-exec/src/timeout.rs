@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use toolbelt_core::{ToolContext, ToolError, ToolOutput};
 
+use crate::interrupt::own_token;
 use crate::{Middleware, Next, ToolRequest};
 
 /// Limits how long a call may run.
 ///
-/// The call runs with a child of the caller's cancellation token and a deadline. When the
-/// limit passes, the token is cancelled, so the tool sees it (through
+/// The call runs with a cancellation token of its own (the caller's cancellation is forwarded
+/// to it) and a deadline. When the limit passes, that token is cancelled, so the tool sees it (through
 /// [`ToolContext::cancelled`] or a token it passed on), the tool gets a short grace period
 /// (250 ms by default) to stop, and the call fails with
 /// [`ToolError::Timeout`] naming the limit. A tool that never looks at its token cannot be
@@ -60,22 +61,24 @@ impl Middleware for Timeout {
         next: Next<'_>,
     ) -> Result<ToolOutput, ToolError> {
         let limit = self.limit_for(req.tool_name());
-        let caller = ctx.cancellation().clone();
+        // A token of this attempt's own (see `own_token`): a retry around this middleware
+        // gets a fresh one per attempt, and a timeout cancels this attempt only.
+        let (ctx, caller, own) = own_token(ctx);
         let ctx = match Instant::now().checked_add(limit) {
-            Some(deadline) => ctx.child().with_deadline(deadline),
-            None => ctx.child(),
+            Some(deadline) => ctx.with_deadline(deadline),
+            None => ctx,
         };
-        let token = ctx.cancellation().clone();
         let mut work = std::pin::pin!(next.run(ctx, req));
         tokio::select! {
             biased;
             result = &mut work => result,
             () = tokio::time::sleep(limit) => {
-                token.cancel();
+                own.cancel();
                 let _ = tokio::time::timeout(self.grace, &mut work).await;
                 Err(ToolError::Timeout { limit })
             }
             () = caller.cancelled() => {
+                own.cancel();
                 let _ = tokio::time::timeout(self.grace, &mut work).await;
                 Err(ToolError::Cancelled)
             }
