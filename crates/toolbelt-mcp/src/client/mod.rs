@@ -25,9 +25,8 @@ pub use mapping::{exposed_name, map_annotations, map_call_result};
 pub use tool::McpTool;
 
 use crate::config::{ConnectionConfig, TransportConfig};
-use crate::error::{FailureKind, McpError, Step, classify_error_chain};
-use crate::transport::HEADERS_META_KEY;
-use crate::transport::sse::error_chain;
+use crate::error::{FailureKind, McpError, Step};
+use crate::transport::{HEADERS_META_KEY, describe_transport_error};
 use session::{Handler, Session};
 
 /// The most reconnect attempts [`McpToolSetBuilder::session_reconnect`] accepts.
@@ -544,10 +543,7 @@ impl Inner {
                 FailureKind::Connection,
                 "the connection to the server is closed (did the server exit?)".to_string(),
             ),
-            ServiceError::TransportSend(send) => (
-                classify_error_chain(send.error.as_ref()),
-                error_chain(send.error.as_ref()),
-            ),
+            ServiceError::TransportSend(send) => describe_transport_error(send),
             ServiceError::McpError(data) => (FailureKind::Server, data.message.to_string()),
             ServiceError::Timeout { timeout } => {
                 return McpError::timeout(&self.name, step, *timeout);

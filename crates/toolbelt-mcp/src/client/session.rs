@@ -14,11 +14,11 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use tokio::sync::Mutex;
 
 use crate::config::{ConnectionConfig, TransportConfig};
-use crate::error::{FailureKind, McpError, Step, classify_error_chain};
+use crate::error::{FailureKind, McpError, Step};
 use crate::transport::http::InjectingClient;
-use crate::transport::sse::{self, error_chain};
+use crate::transport::sse;
 use crate::transport::stdio::{self, ChildProcess, SharedDiagnostics};
-use crate::transport::{header_map, parse_header};
+use crate::transport::{describe_transport_error, header_map, parse_header};
 
 /// How long closing the protocol side may take before the transport is dropped anyway.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -235,9 +235,7 @@ fn init_error(
             FailureKind::Connection,
             "the server closed the connection during the handshake".to_string(),
         ),
-        ClientInitializeError::TransportError { error, .. } => {
-            (classify_error_chain(error), error_chain(error))
-        }
+        ClientInitializeError::TransportError { error, .. } => describe_transport_error(error),
         ClientInitializeError::JsonRpcError(data) => (
             FailureKind::Server,
             format!("the server refused initialize: {}", data.message),

@@ -10,7 +10,11 @@ use std::collections::BTreeMap;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage};
+use rmcp::transport::DynamicTransportError;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 use serde_json::Value;
+
+use crate::error::{FailureKind, classify_error_chain, classify_reqwest};
 
 /// The private `_meta` key through which a request carries the headers an injector chose
 /// for it from the caller's context. The HTTP transports remove it before the message is
@@ -47,6 +51,19 @@ fn remove_headers(meta: &mut serde_json::Map<String, Value>) -> Vec<(String, Str
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// Classifies a transport failure and describes it without rmcp's wrapper (which names the
+/// transport's Rust type) and down to the I/O cause ("Connection refused"), which rmcp's
+/// streamable HTTP error does not chain as a source.
+pub(crate) fn describe_transport_error(err: &DynamicTransportError) -> (FailureKind, String) {
+    let inner: &(dyn std::error::Error + 'static) = err.error.as_ref();
+    if let Some(StreamableHttpError::Client(request)) =
+        inner.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        return (classify_reqwest(request), sse::error_chain(request));
+    }
+    (classify_error_chain(inner), sse::error_chain(inner))
 }
 
 /// Converts configured headers into a header map, naming the first bad one.
