@@ -5,6 +5,7 @@
 mod agent_cli;
 mod chat;
 mod common;
+mod mcp;
 mod run;
 mod serve;
 mod tools;
@@ -32,6 +33,10 @@ enum Command {
     /// executor.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// List the tools of one MCP server or call one of them (the server named by --stdio,
+    /// --sse, --http, or --config and --server).
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
     /// Serve the built-in tools (and configured MCP servers' tools) to MCP clients over
     /// stdio or streamable HTTP.
     Serve(serve::ServeArgs),
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async move {
         match command {
             Command::Tools(command) => tools::run(command).await,
+            Command::Mcp(command) => mcp::run(command).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Chat(args) => chat::run(args).await,
