@@ -226,3 +226,37 @@ fn tools_and_exclude_tools_narrow_what_is_served() {
         serde_json::from_str(stdout.iter().find(|l| l.contains("\"id\":3")).unwrap()).unwrap();
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+#[test]
+fn sigterm_ends_a_stdio_server_whose_client_keeps_stdin_open() {
+    let served = Served::new();
+    let mut child = Command::new(toolbelt())
+        .args(served.serve_args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    stdin.flush().unwrap();
+    let mut answer = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+    signal(child.id(), "TERM");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve --stdio did not exit on SIGTERM while its stdin stayed open");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exited with {status}");
+    drop(stdin);
+}
