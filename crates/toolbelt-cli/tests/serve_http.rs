@@ -86,6 +86,30 @@ fn loopback_origins_are_the_default_allow_list() {
 }
 
 #[test]
+fn each_http_client_gets_its_own_session_id() {
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.path().display().to_string(),
+    ]);
+    let session = |head: &str| {
+        head.lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_string())
+            })
+            .unwrap_or_else(|| panic!("no Mcp-Session-Id in {head}"))
+    };
+    let (status, first) = post_initialize_head(&server.authority(), &[]);
+    assert_eq!(status, 200);
+    let (_, second) = post_initialize_head(&server.authority(), &[]);
+    assert_ne!(session(&first), session(&second));
+    assert!(!session(&first).is_empty());
+}
+
+#[test]
 fn the_http_server_binds_loopback_by_default() {
     let served = Served::new();
     let server = HttpServe::start(&[

@@ -269,6 +269,12 @@ pub fn wait_gone(pid: u32) -> bool {
 
 /// A raw HTTP/1.1 POST of an `initialize` request; returns the status code.
 pub fn post_initialize(authority: &str, headers: &[(&str, &str)]) -> u16 {
+    post_initialize_head(authority, headers).0
+}
+
+/// A raw HTTP/1.1 POST of an `initialize` request; returns the status code and the response
+/// head (status line and headers).
+pub fn post_initialize_head(authority: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
     let mut request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
@@ -285,10 +291,19 @@ pub fn post_initialize(authority: &str, headers: &[(&str, &str)]) -> u16 {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).expect("a status line");
-    let status = String::from_utf8_lossy(&head[9..12]).to_string();
-    status
-        .parse()
-        .unwrap_or_else(|_| panic!("bad status line {head:?}"))
+    // Read up to the end of the head; the body (an SSE stream) may stay open.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let status = head
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad response head {head:?}"));
+    (status, head)
 }
