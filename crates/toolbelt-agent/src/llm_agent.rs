@@ -154,7 +154,9 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Retries failing tool calls by `policy` (the executor's retry middleware).
+    /// Retries failing tool calls by `policy` (the executor's retry middleware). With an
+    /// executor of your own ([`LlmAgentBuilder::executor`]) add the middleware there instead;
+    /// giving both is a configuration error.
     pub fn tool_retry(mut self, policy: RetryPolicy) -> Self {
         self.tool_retry = Some(policy);
         self
@@ -198,8 +200,8 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Adjusts the executor the agent builds (hooks, middleware, limits). Ignored when an
-    /// executor is given with [`LlmAgentBuilder::executor`].
+    /// Adjusts the executor the agent builds (hooks, middleware, limits). Giving an
+    /// executor with [`LlmAgentBuilder::executor`] as well is a configuration error.
     pub fn configure_executor(
         mut self,
         configure: impl FnOnce(ExecutorBuilder) -> ExecutorBuilder + Send + 'static,
@@ -215,6 +217,13 @@ impl LlmAgentBuilder {
             .model
             .ok_or_else(|| AgentError::Config(format!("agent {} has no model", self.name)))?;
         let executor = match self.executor {
+            Some(_) if self.tool_retry.is_some() || !self.configure.is_empty() => {
+                return Err(AgentError::Config(format!(
+                    "agent {}: tool_retry and configure_executor adjust the executor the agent \
+                     builds; with your own executor, configure that one instead",
+                    self.name
+                )));
+            }
             Some(executor) => executor,
             None => {
                 let mut builder = Executor::builder(Arc::new(Registry::new()));

@@ -229,24 +229,34 @@ async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
         // the first would wait for ever (the timeout turns that into a failure).
         let barrier = Arc::new(tokio::sync::Barrier::new(3));
         let finished = Arc::new(Mutex::new(Vec::new()));
+        // How many calls have finished; call n waits for 3 - n of them, so they finish in
+        // reverse call order and the executor has to restore the order.
+        let done = Arc::new(tokio::sync::watch::channel(0u64).0);
         let probe = {
-            let (counter, barrier, finished) = (counter.clone(), barrier.clone(), finished.clone());
+            let (counter, barrier, finished, done) = (
+                counter.clone(),
+                barrier.clone(),
+                finished.clone(),
+                done.clone(),
+            );
             FunctionTool::new("probe", "Probes", move |_ctx, args: ProbeArgs| {
-                let (counter, barrier, finished) =
-                    (counter.clone(), barrier.clone(), finished.clone());
+                let (counter, barrier, finished, done) = (
+                    counter.clone(),
+                    barrier.clone(),
+                    finished.clone(),
+                    done.clone(),
+                );
                 async move {
                     let now = counter.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                     counter.peak.fetch_max(now, Ordering::SeqCst);
                     tokio::time::timeout(Duration::from_secs(10), barrier.wait())
                         .await
                         .map_err(|_| ToolError::failed("the calls did not overlap"))?;
-                    // Finish in reverse call order, so call order must be restored.
-                    for _ in 0..(3 - args.n) * 3 {
-                        tokio::task::yield_now().await;
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
+                    let mut turn = done.subscribe();
+                    let _ = turn.wait_for(|finished| *finished == 3 - args.n).await;
                     finished.lock().unwrap().push(args.n);
                     counter.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    done.send_modify(|finished| *finished += 1);
                     Ok::<_, ToolError>(format!("result {}", args.n))
                 }
             })
@@ -1164,4 +1174,54 @@ async fn an_interrupted_turn_is_sanitised_before_the_next_model_call() {
             ("b".to_string(), MISSING_RESULT.to_string())
         ]
     );
+}
+
+#[tokio::test]
+async fn tool_retry_with_an_own_executor_is_a_configuration_error() {
+    let server = ScriptedServer::start([]).await.unwrap();
+    let executor = toolbelt_exec::Executor::new(Arc::new(toolbelt_exec::Registry::new()));
+    let error = agent("a", &server, false)
+        .executor(executor)
+        .tool_retry(toolbelt_exec::RetryPolicy::default())
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("tool_retry"), "{error}");
+}
+
+#[tokio::test]
+async fn a_failing_tool_is_retried_by_the_tool_retry_policy() {
+    let server =
+        ScriptedServer::start([Reply::tool_call("c1", "flaky", "{}"), Reply::text("worked")])
+            .await
+            .unwrap();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let flaky = {
+        let attempts = attempts.clone();
+        FunctionTool::new("flaky", "Fails once", move |_ctx, _: Args| {
+            let attempts = attempts.clone();
+            async move {
+                if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Err(ToolError::Transient("try again".into()));
+                }
+                Ok::<_, ToolError>("ok")
+            }
+        })
+        .unwrap()
+        .map_declaration(|d| d.idempotent())
+    };
+    let policy = toolbelt_exec::RetryPolicy {
+        initial_interval: Duration::from_millis(1),
+        ..toolbelt_exec::RetryPolicy::default()
+    };
+    let agent = agent("a", &server, false)
+        .tool(flaky)
+        .tool_retry(policy)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "go", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    assert!(!result.is_error, "{result:?}");
 }
