@@ -56,6 +56,10 @@ pub struct AgentArgs {
     /// still run alone).
     #[arg(long)]
     pub parallel: bool,
+    /// Ask the model for whole answers instead of streamed ones (for servers whose
+    /// streaming of tool calls is unreliable).
+    #[arg(long)]
+    pub no_stream: bool,
     /// The most rounds of tool calls before the run stops with an error.
     #[arg(long, value_name = "N", default_value_t = toolbelt::agent::DEFAULT_MAX_TOOL_ITERATIONS)]
     pub max_iterations: usize,
@@ -146,7 +150,10 @@ pub fn agent_from(
             ExecutionMode::Serial
         })
         .max_tool_iterations(args.max_iterations)
-        .generation_config(GenerationConfig::streaming())
+        .generation_config(GenerationConfig {
+            stream: !args.no_stream,
+            ..GenerationConfig::default()
+        })
         .build()
         .map_err(|e| CliError::usage(e.to_string()))
 }

@@ -255,3 +255,44 @@ async fn chat_runs_destructive_tools_after_a_yes_or_with_yes_flag() {
         assert_eq!(text(&out.stdout), "Written.\n");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_calls_without_streaming_report_every_call_in_order() {
+    let dir = project();
+    std::fs::write(dir.path().join("more.txt"), "gamma\n").unwrap();
+    let notes = format!(r#"{{"file_path":"{}"}}"#, path_arg(dir.path(), "notes.txt"));
+    let more = format!(r#"{{"file_path":"{}"}}"#, path_arg(dir.path(), "more.txt"));
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ("c1", "Read", notes.as_str()),
+            ("c2", "Read", more.as_str()),
+        ]),
+        Reply::text("alpha, beta and gamma"),
+    ])
+    .await
+    .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "read both", "--parallel", "--no-stream", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "alpha, beta and gamma\n");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("✓ Read("))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].contains("notes.txt") && lines[1].contains("more.txt"),
+        "{stderr}"
+    );
+    let requests = server.requests();
+    assert_ne!(requests[0].body["stream"], true);
+    let results = tool_contents(&requests[1]);
+    assert!(
+        results[0].contains("alpha") && results[1].contains("gamma"),
+        "{results:?}"
+    );
+}
