@@ -6,10 +6,11 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use toolbelt_core::schema::schema_for;
-use toolbelt_core::{DynTool, FunctionTool, ToolError, ToolOutput};
+use toolbelt_core::{DynTool, FunctionTool, JsonObject, ToolError, ToolOutput};
 
 use super::wire::{
-    CallArgs, CallResult, InspectToolsArgs, ListServersArgs, ListToolsArgs, ToolDetails, ToolList,
+    CallArgs, CallResult, InspectToolsArgs, ListServersArgs, ListToolsArgs, ServerList,
+    ToolDetails, ToolList,
 };
 use super::{BrokerError, Inner};
 
@@ -38,6 +39,7 @@ pub(crate) fn broker_tools(inner: &Arc<Inner>) -> Result<Vec<DynTool>, BrokerErr
                 async move { Ok::<_, ToolError>(servers) }
             },
         )
+        .and_then(|t| t.with_output_schema(Some(schema_value::<ServerList>())))
         .map_err(BrokerError::Declaration)?
         .map_declaration(|d| d.read_only().concurrency_safe(true))
     };
@@ -103,15 +105,44 @@ pub(crate) fn broker_tools(inner: &Arc<Inner>) -> Result<Vec<DynTool>, BrokerErr
     };
 
     Ok(vec![
-        Arc::new(list_servers),
-        Arc::new(list_tools),
-        Arc::new(inspect_tools),
-        Arc::new(call),
+        Arc::new(tidy_input(list_servers)),
+        Arc::new(tidy_input(list_tools)),
+        Arc::new(tidy_input(inspect_tools)),
+        Arc::new(tidy_input(call)),
     ])
 }
 
 fn schema_value<T: JsonSchema>() -> Value {
-    Value::Object(schema_for::<T>())
+    Value::Object(tidy(schema_for::<T>()))
+}
+
+/// Drops what a model does not need from a generated schema: the root description (the
+/// Rust type's doc comment; the tool's description says it better) and `default: null` of
+/// optional fields.
+fn tidy(mut schema: JsonObject) -> JsonObject {
+    schema.remove("description");
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Value::Object(property) = property
+                && property.get("default") == Some(&Value::Null)
+            {
+                property.remove("default");
+            }
+        }
+    }
+    schema
+}
+
+/// Replaces a tool's generated input schema with its tidy form (with `properties`, even
+/// when empty: some providers require it).
+fn tidy_input(tool: FunctionTool) -> FunctionTool {
+    tool.map_declaration(|mut d| {
+        d.input_schema = tidy(std::mem::take(&mut d.input_schema));
+        d.input_schema
+            .entry("properties")
+            .or_insert_with(|| Value::Object(JsonObject::new()));
+        d
+    })
 }
 
 /// A typed result as JSON for the model and as structured output; an error the interceptor
@@ -194,8 +225,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            err.to_string()
-                .contains("unknown variant `stdio`, expected `streamable_http` or `sse`"),
+            err.to_string().contains("unknown variant `stdio`")
+                && err.to_string().contains("`streamable_http`, `sse`"),
             "{err}"
         );
     }

@@ -20,6 +20,17 @@ pub enum AdHocTransport {
     Sse,
 }
 
+/// The compact schema of `transport` (what schemars derives for an optional enum with
+/// documented variants is four times longer, and every model reads it on every turn).
+fn transport_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["streamable_http", "sse"]})
+}
+
+/// The compact schema of `headers`: names to values.
+fn headers_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "additionalProperties": {"type": "string"}})
+}
+
 /// Arguments of `mcp_list_servers`: none.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -29,13 +40,15 @@ pub struct ListServersArgs {}
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListToolsArgs {
-    /// A server name from mcp_list_servers, or an MCP endpoint URL.
+    /// A server name from mcp_list_servers (or an MCP endpoint URL, when allowed).
     pub selector: String,
     /// URL selectors only: "streamable_http" (default) or "sse".
     #[serde(default)]
+    #[schemars(schema_with = "transport_schema")]
     pub transport: Option<AdHocTransport>,
     /// URL selectors only: extra HTTP headers (credentials are refused).
     #[serde(default)]
+    #[schemars(schema_with = "headers_schema")]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -52,9 +65,11 @@ pub struct InspectToolsArgs {
     pub include_output_schema: bool,
     /// URL selectors only: as for mcp_list_tools.
     #[serde(default)]
+    #[schemars(schema_with = "transport_schema")]
     pub transport: Option<AdHocTransport>,
     /// URL selectors only: as for mcp_list_tools.
     #[serde(default)]
+    #[schemars(schema_with = "headers_schema")]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -62,15 +77,17 @@ pub struct InspectToolsArgs {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallArgs {
-    /// The tool: SERVER.TOOL, URL.TOOL or URL#tool=TOOL, as mcp_list_tools shows it.
+    /// The tool's selector, as mcp_list_tools shows it.
     pub selector: String,
     /// The tool's arguments ({} for none).
     pub arguments: JsonObject,
     /// URL selectors only: as for mcp_list_tools.
     #[serde(default)]
+    #[schemars(schema_with = "transport_schema")]
     pub transport: Option<AdHocTransport>,
     /// URL selectors only: as for mcp_list_tools.
     #[serde(default)]
+    #[schemars(schema_with = "headers_schema")]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
