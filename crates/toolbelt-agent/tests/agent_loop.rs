@@ -1225,3 +1225,41 @@ async fn a_failing_tool_is_retried_by_the_tool_retry_policy() {
     let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
     assert!(!result.is_error, "{result:?}");
 }
+
+#[tokio::test]
+async fn every_event_the_caller_sees_is_already_in_the_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "multiply", r#"{"a":2,"b":2}"#),
+        Reply::text("4"),
+    ])
+    .await
+    .unwrap();
+    let sessions = toolbelt_agent::SqliteSessionService::open(&path).unwrap();
+    let agent = agent("calc", &server, true)
+        .tool(multiply(Arc::default()))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent)).with_session_service(Arc::new(sessions));
+    // Another connection to the same file, as a second process (or the next start after a
+    // crash) would see it.
+    let observer = toolbelt_agent::SqliteSessionService::open(&path).unwrap();
+    let key = toolbelt_agent::SessionKey::new("app", "user", "s");
+    let mut events = runner.run("user", "s", "2*2", RunOptions::new());
+    let mut checked = 0;
+    while let Some(event) = events.recv().await {
+        if !event.is_persistent() {
+            continue;
+        }
+        let stored = observer.events(&key).await.unwrap();
+        // The run goes on meanwhile, so later events may be there too.
+        assert!(
+            stored.iter().any(|e| e.id == event.id),
+            "{:?} was shown before it was stored",
+            event.object
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 5, "input, call, result, answer, completion");
+}
