@@ -2,6 +2,8 @@
 
 mod shell_support;
 
+use std::time::Duration;
+
 use serde_json::json;
 use shell_support::*;
 use tokio_util::sync::CancellationToken;
@@ -253,4 +255,34 @@ async fn killed_by_a_signal_is_reported() {
         .await
         .unwrap();
     assert_eq!(out.llm_text(), "(no output)\nKilled by signal 9");
+}
+
+#[tokio::test]
+async fn zero_or_negative_timeouts_mean_the_default_and_large_ones_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = ShellTools::new(
+        ShellConfig::new(dir.path())
+            .default_timeout(Duration::from_millis(300))
+            .max_timeout(Duration::from_millis(500))
+            .kill_grace(Duration::from_millis(200)),
+    )
+    .unwrap();
+    let bash = tool(&shell, "Bash");
+    for (timeout, applied) in [
+        (json!(0), 300),
+        (json!(-5), 300),
+        (json!(null), 300),
+        (json!(999_999), 500),
+    ] {
+        let out = call(&bash, json!({"command": "sleep 30", "timeout": timeout}))
+            .await
+            .unwrap();
+        assert!(out.is_error);
+        assert!(
+            out.llm_text()
+                .contains(&format!("timed out after {applied} ms")),
+            "timeout {timeout}: {}",
+            out.llm_text()
+        );
+    }
 }

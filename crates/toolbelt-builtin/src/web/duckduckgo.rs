@@ -14,7 +14,7 @@ use serde_json::Value;
 use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError};
 
 use super::convert::{self, attribute, has_class, text_of};
-use super::http::{self, DEFAULT_USER_AGENT};
+use super::http::{DEFAULT_USER_AGENT, Endpoint};
 use super::search::{SearchProvider, SearchRequest, SearchResult, dedup_results};
 
 /// DuckDuckGo's HTML results page (no JavaScript needed).
@@ -30,44 +30,42 @@ pub const DEFAULT_DUCKDUCKGO_RESULTS: usize = 5;
 /// unwrapped from DuckDuckGo's redirect (`uddg=`), ads skipped and duplicates removed.
 #[derive(Debug, Clone)]
 pub struct DuckDuckGoHtml {
-    base_url: String,
-    user_agent: String,
-    timeout: Duration,
-    client: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl DuckDuckGoHtml {
     /// The public results page, default user agent, 15 s timeout.
     pub fn new() -> Result<Self, ToolError> {
         Ok(Self {
-            base_url: DUCKDUCKGO_HTML_URL.to_string(),
-            user_agent: DEFAULT_USER_AGENT.to_string(),
-            timeout: DEFAULT_DUCKDUCKGO_TIMEOUT,
-            client: http::endpoint_client()?,
+            endpoint: Endpoint::new(
+                "DuckDuckGo",
+                DUCKDUCKGO_HTML_URL,
+                DEFAULT_DUCKDUCKGO_TIMEOUT,
+            )?,
         })
     }
 
     /// Queries another address (a test server, a proxy); the query goes in its `q` parameter.
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.endpoint.url = url.into();
         self
     }
 
     /// Sets the `User-Agent`.
     pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
+        self.endpoint.user_agent = user_agent.into();
         self
     }
 
     /// Sets the time limit of a request.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.endpoint.timeout = timeout;
         self
     }
 
     /// Uses another HTTP client (for proxies or TLS settings).
     pub fn with_client(mut self, client: reqwest::Client) -> Self {
-        self.client = client;
+        self.endpoint.client = client;
         self
     }
 }
@@ -83,16 +81,10 @@ impl SearchProvider for DuckDuckGoHtml {
         ctx: &ToolContext,
         request: &SearchRequest,
     ) -> Result<Vec<SearchResult>, ToolError> {
-        let page = http::get_text(
-            &self.client,
-            ctx,
-            &self.base_url,
-            &[("q", request.query.as_str())],
-            &self.user_agent,
-            self.timeout,
-            "DuckDuckGo",
-        )
-        .await?;
+        let page = self
+            .endpoint
+            .get_text(ctx, &[("q", request.query.as_str())])
+            .await?;
         let mut results = parse_results_page(&page)?;
         results.truncate(request.max_results);
         Ok(results)
@@ -235,26 +227,31 @@ impl DuckDuckGoOptions {
 /// The engine behind `duckduckgo_search`.
 #[derive(Debug, Clone)]
 pub struct DuckDuckGo {
-    options: DuckDuckGoOptions,
-    client: reqwest::Client,
+    max_results: usize,
+    api: Endpoint,
     fallback: DuckDuckGoHtml,
 }
 
 impl DuckDuckGo {
     /// Builds the client (unless one was given).
     pub fn new(options: DuckDuckGoOptions) -> Result<Self, ToolError> {
-        let client = match &options.client {
-            Some(client) => client.clone(),
-            None => http::endpoint_client()?,
-        };
+        let mut api = Endpoint::new(
+            "the DuckDuckGo Instant Answer API",
+            options.api_url,
+            options.timeout,
+        )?;
+        api.user_agent = options.user_agent.clone();
+        if let Some(client) = options.client {
+            api.client = client;
+        }
         let fallback = DuckDuckGoHtml::new()?
-            .with_base_url(options.html_url.clone())
-            .with_user_agent(options.user_agent.clone())
+            .with_base_url(options.html_url)
+            .with_user_agent(options.user_agent)
             .with_timeout(options.timeout)
-            .with_client(client.clone());
+            .with_client(api.client.clone());
         Ok(Self {
-            options,
-            client,
+            max_results: options.max_results,
+            api,
             fallback,
         })
     }
@@ -272,7 +269,7 @@ impl DuckDuckGo {
                 "query is empty: say what to search for",
             ));
         }
-        let max = self.options.max_results;
+        let max = self.max_results;
         let api_failure = match self.instant_answer(ctx, query).await {
             Ok(answer) if !answer.summary.is_empty() || !answer.results.is_empty() => {
                 return Ok(answer);
@@ -308,26 +305,23 @@ impl DuckDuckGo {
         ctx: &ToolContext,
         query: &str,
     ) -> Result<DuckDuckGoAnswer, ToolError> {
-        let body = http::get_text(
-            &self.client,
-            ctx,
-            &self.options.api_url,
-            &[
-                ("q", query),
-                ("format", "json"),
-                ("no_html", "1"),
-                ("no_redirect", "1"),
-                ("skip_disambig", "1"),
-            ],
-            &self.options.user_agent,
-            self.options.timeout,
-            "the DuckDuckGo Instant Answer API",
-        )
-        .await?;
+        let body = self
+            .api
+            .get_text(
+                ctx,
+                &[
+                    ("q", query),
+                    ("format", "json"),
+                    ("no_html", "1"),
+                    ("no_redirect", "1"),
+                    ("skip_disambig", "1"),
+                ],
+            )
+            .await?;
         let json: Value = serde_json::from_str(&body).map_err(|e| {
             ToolError::failed(format!("the Instant Answer API did not answer JSON: {e}"))
         })?;
-        Ok(parse_instant_answer(query, &json, self.options.max_results))
+        Ok(parse_instant_answer(query, &json, self.max_results))
     }
 }
 

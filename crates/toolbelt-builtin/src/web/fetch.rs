@@ -11,8 +11,8 @@ use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolbelt_core::{DynTool, FunctionTool, JsonObject, ToolContext, ToolError, ToolOutput};
+use serde_json::json;
+use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
 use super::address::{AddressPolicy, GuardedResolver};
 use super::convert::{self, ContentKind};
@@ -424,13 +424,6 @@ pub fn web_fetch_tool(options: WebFetchOptions) -> Result<DynTool, ToolError> {
     Ok(Arc::new(tool))
 }
 
-fn meta(pairs: &[(&str, Value)]) -> JsonObject {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
 async fn web_fetch(
     fetcher: &WebFetcher,
     ctx: ToolContext,
@@ -442,10 +435,9 @@ async fn web_fetch(
                 "{from} redirected (HTTP {status}) to a different host: {to}\n\
                  It was not followed. To read it, call WebFetch again with url {to}."
             ));
-            out.meta = Some(meta(&[
-                ("redirect_url", json!(to)),
-                ("status", json!(status)),
-            ]));
+            out.meta = json!({"redirect_url": to, "status": status})
+                .as_object()
+                .cloned();
             return Ok(out);
         }
         FetchOutcome::Page(page) => page,
@@ -475,14 +467,16 @@ async fn web_fetch(
     } else {
         ToolOutput::text(text)
     };
-    out.meta = Some(meta(&[
-        ("url", json!(page.url)),
-        ("status", json!(page.status)),
-        ("media_type", json!(page.media_type)),
-        ("body_bytes", json!(page.body_bytes)),
-        ("body_truncated", json!(page.body_truncated)),
-        ("omitted_chars", json!(omitted_chars)),
-    ]));
+    out.meta = json!({
+        "url": page.url,
+        "status": page.status,
+        "media_type": page.media_type,
+        "body_bytes": page.body_bytes,
+        "body_truncated": page.body_truncated,
+        "omitted_chars": omitted_chars,
+    })
+    .as_object()
+    .cloned();
     Ok(out)
 }
 

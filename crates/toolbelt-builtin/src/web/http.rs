@@ -116,66 +116,92 @@ pub(crate) async fn bounded<T>(
     }
 }
 
-/// GETs `url` with `query` parameters from a search endpoint a developer configured, and
-/// returns the body as text; a non-success status is an error that quotes the body's start.
-pub(crate) async fn get_text(
-    client: &reqwest::Client,
-    ctx: &ToolContext,
-    url: &str,
-    query: &[(&str, &str)],
-    user_agent: &str,
-    timeout: Duration,
-    service: &str,
-) -> Result<String, ToolError> {
-    let mut url = reqwest::Url::parse(url)
-        .map_err(|e| ToolError::failed(format!("the {service} URL {url:?} is not valid: {e}")))?;
-    if !query.is_empty() {
-        url.query_pairs_mut().extend_pairs(query);
-    }
-    bounded(ctx, timeout, async {
-        let mut response = client
-            .get(url)
-            .header(reqwest::header::USER_AGENT, user_agent)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| request_error(e, &format!("{service} request failed"), timeout))?;
-        let status = response.status();
-        let charset = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(charset_of)
-            .map(str::to_string);
-        let body = read_limited(&mut response, MAX_RESULTS_PAGE_BYTES)
-            .await
-            .map_err(|e| {
-                request_error(
-                    e,
-                    &format!("reading the {service} response failed"),
-                    timeout,
-                )
-            })?;
-        let text = decode_text(&body.bytes, charset.as_deref());
-        if !status.is_success() {
-            let start: String = text.chars().take(300).collect();
-            return Err(ToolError::failed(format!(
-                "{service} answered HTTP {status}: {}",
-                start.trim()
-            )));
-        }
-        Ok(text)
-    })
-    .await
+/// A service endpoint a developer configured (a search page, an API): its address, the
+/// `User-Agent` sent, the time limit of a request and the HTTP client. No SSRF guard applies:
+/// the developer chose the address, not the model.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// What the service is called in error messages.
+    pub service: &'static str,
+    pub url: String,
+    pub user_agent: String,
+    pub timeout: Duration,
+    pub client: reqwest::Client,
 }
 
-/// A plain HTTP client for configured endpoints (no SSRF guard: the developer chose them);
-/// the `User-Agent` is set per request.
-pub(crate) fn endpoint_client() -> Result<reqwest::Client, ToolError> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .build()
-        .map_err(|e| ToolError::failed(format!("could not build the HTTP client: {e}")))
+impl Endpoint {
+    /// An endpoint with the default user agent and a fresh client.
+    pub fn new(
+        service: &'static str,
+        url: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<Self, ToolError> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .build()
+            .map_err(|e| ToolError::failed(format!("could not build the HTTP client: {e}")))?;
+        Ok(Self {
+            service,
+            url: url.into(),
+            user_agent: DEFAULT_USER_AGENT.to_string(),
+            timeout,
+            client,
+        })
+    }
+
+    /// GETs the endpoint with `query` parameters and returns the body as text; a non-success status is an error that quotes the body's start.
+    pub async fn get_text(
+        &self,
+        ctx: &ToolContext,
+        query: &[(&str, &str)],
+    ) -> Result<String, ToolError> {
+        let (service, timeout) = (self.service, self.timeout);
+        let mut url = reqwest::Url::parse(&self.url).map_err(|e| {
+            ToolError::failed(format!(
+                "the {service} URL {:?} is not valid: {e}",
+                self.url
+            ))
+        })?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        bounded(ctx, timeout, async {
+            let mut response = self
+                .client
+                .get(url)
+                .header(reqwest::header::USER_AGENT, &self.user_agent)
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| request_error(e, &format!("{service} request failed"), timeout))?;
+            let status = response.status();
+            let charset = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(charset_of)
+                .map(str::to_string);
+            let body = read_limited(&mut response, MAX_RESULTS_PAGE_BYTES)
+                .await
+                .map_err(|e| {
+                    request_error(
+                        e,
+                        &format!("reading the {service} response failed"),
+                        timeout,
+                    )
+                })?;
+            let text = decode_text(&body.bytes, charset.as_deref());
+            if !status.is_success() {
+                let start: String = text.chars().take(300).collect();
+                return Err(ToolError::failed(format!(
+                    "{service} answered HTTP {status}: {}",
+                    start.trim()
+                )));
+            }
+            Ok(text)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -226,14 +226,9 @@ async fn web_search(
         text.trim_end().to_string()
     };
     let mut out = ToolOutput::text(text);
-    out.meta = Some(
-        [
-            ("provider".to_string(), json!(provider.name())),
-            ("results".to_string(), json!(results)),
-        ]
-        .into_iter()
-        .collect(),
-    );
+    out.meta = json!({"provider": provider.name(), "results": results})
+        .as_object()
+        .cloned();
     Ok(out)
 }
 

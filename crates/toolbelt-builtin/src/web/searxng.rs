@@ -8,7 +8,7 @@ use serde_json::Value;
 use toolbelt_core::{ToolContext, ToolError};
 
 use super::convert::collapse_whitespace;
-use super::http::{self, DEFAULT_USER_AGENT};
+use super::http::Endpoint;
 use super::search::{SearchProvider, SearchRequest, SearchResult, dedup_results};
 
 /// The default time limit of one SearXNG request.
@@ -17,48 +17,41 @@ pub const DEFAULT_SEARXNG_TIMEOUT: Duration = Duration::from_secs(15);
 /// Searches a SearXNG instance.
 #[derive(Debug, Clone)]
 pub struct SearxngProvider {
-    base_url: String,
-    user_agent: String,
-    timeout: Duration,
-    client: reqwest::Client,
+    endpoint: Endpoint,
 }
 
 impl SearxngProvider {
-    /// The instance at `base_url` (for example `http://127.0.0.1:8888`; `/search` is added).
+    /// The instance at `base_url` (for example `http://127.0.0.1:8888`; `/search` is added
+    /// unless the URL ends with it).
     pub fn new(base_url: impl Into<String>) -> Result<Self, ToolError> {
+        let base = base_url.into();
+        let base = base.trim_end_matches('/');
+        let url = if base.ends_with("/search") {
+            base.to_string()
+        } else {
+            format!("{base}/search")
+        };
         Ok(Self {
-            base_url: base_url.into(),
-            user_agent: DEFAULT_USER_AGENT.to_string(),
-            timeout: DEFAULT_SEARXNG_TIMEOUT,
-            client: http::endpoint_client()?,
+            endpoint: Endpoint::new("SearXNG", url, DEFAULT_SEARXNG_TIMEOUT)?,
         })
     }
 
     /// Sets the `User-Agent`.
     pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
+        self.endpoint.user_agent = user_agent.into();
         self
     }
 
     /// Sets the time limit of a request.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.endpoint.timeout = timeout;
         self
     }
 
     /// Uses another HTTP client.
     pub fn with_client(mut self, client: reqwest::Client) -> Self {
-        self.client = client;
+        self.endpoint.client = client;
         self
-    }
-
-    fn search_url(&self) -> String {
-        let base = self.base_url.trim_end_matches('/');
-        if base.ends_with("/search") {
-            base.to_string()
-        } else {
-            format!("{base}/search")
-        }
     }
 }
 
@@ -73,25 +66,19 @@ impl SearchProvider for SearxngProvider {
         ctx: &ToolContext,
         request: &SearchRequest,
     ) -> Result<Vec<SearchResult>, ToolError> {
-        let body = http::get_text(
-            &self.client,
-            ctx,
-            &self.search_url(),
-            &[("q", request.query.as_str()), ("format", "json")],
-            &self.user_agent,
-            self.timeout,
-            "SearXNG",
-        )
-        .await
-        .map_err(|err| match err {
-            ToolError::Failed(e) if e.to_string().contains("HTTP 403") => {
-                ToolError::failed(format!(
-                    "{e} (does the instance allow the json format? add it to search.formats in \
+        let body = self
+            .endpoint
+            .get_text(ctx, &[("q", request.query.as_str()), ("format", "json")])
+            .await
+            .map_err(|err| match err {
+                ToolError::Failed(e) if e.to_string().contains("HTTP 403") => {
+                    ToolError::failed(format!(
+                        "{e} (does the instance allow the json format? add it to search.formats in \
                  its settings.yml)"
-                ))
-            }
-            other => other,
-        })?;
+                    ))
+                }
+                other => other,
+            })?;
         let mut results = parse_searxng(&body)?;
         results.truncate(request.max_results);
         Ok(results)
