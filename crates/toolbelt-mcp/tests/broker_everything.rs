@@ -401,3 +401,52 @@ async fn a_server_that_cannot_start_fails_clearly_and_keeps_no_slot() {
     assert!(broker.connections().is_empty());
     broker.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_evicted_connection_is_closed_only_after_its_running_call_ends() {
+    let broker = McpBroker::builder()
+        .server("first", everything_stdio())
+        .server("second", everything_stdio())
+        .max_connections(1)
+        .build()
+        .unwrap();
+    let slow = {
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            broker
+                .call(
+                    &ToolContext::new(),
+                    call(
+                        "first.trigger-long-running-operation",
+                        json!({"duration": 3, "steps": 3}),
+                    ),
+                )
+                .await
+        })
+    };
+    // The process exists once the call holds its connection (it connects under its lease).
+    assert!(
+        eventually(Duration::from_secs(20), || broker
+            .connections()
+            .iter()
+            .any(|c| c.target == "first" && c.pid.is_some()))
+        .await
+    );
+    let first = pid_of(&broker, "first");
+    broker
+        .list_tools(&ToolContext::new(), list("second"))
+        .await
+        .unwrap();
+    assert_eq!(broker.pool_stats().evicted, 1);
+    // Evicted from the pool, yet its call runs to the end.
+    let out = slow
+        .await
+        .unwrap()
+        .expect("the running call survives eviction");
+    assert!(!out.is_error, "{}", out.llm_text());
+    assert!(
+        eventually(Duration::from_secs(15), || !process_exists(first)).await,
+        "the evicted server {first} is still running after its call ended"
+    );
+    broker.close().await.unwrap();
+}

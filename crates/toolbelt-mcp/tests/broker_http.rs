@@ -9,7 +9,6 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::json;
 use toolbelt_core::{Tool, ToolContext, ToolError, ToolSet};
 use toolbelt_mcp::broker::{
@@ -17,7 +16,7 @@ use toolbelt_mcp::broker::{
     McpBrokerBuilder, Phase, Url,
 };
 
-use broker_support::{call, content, echo_server, inspect, list};
+use broker_support::{call, content, echo_server, injector, inspect, list};
 
 /// The user the host application is acting for, as it would put it in the context.
 struct CurrentUser(&'static str);
@@ -31,19 +30,13 @@ fn loopback_broker(seen: &Seen) -> McpBrokerBuilder {
     McpBroker::builder()
         .allow_ad_hoc_http(true)
         .url_allow_list(|url: &Url| url.host_str() == Some("127.0.0.1"))
-        .header_injector(
-            move |ctx: &ToolContext,
-                  request: &HeaderInjectRequest|
-                  -> BoxFuture<'static, Result<Vec<(String, String)>, ToolError>> {
-                seen.lock().unwrap().push(request.clone());
-                let tenant = ctx.get::<CurrentUser>().map(|u| u.0.to_string());
-                Box::pin(async move {
-                    Ok(tenant
-                        .map(|t| vec![("X-Tenant".to_string(), t)])
-                        .unwrap_or_default())
-                })
-            },
-        )
+        .header_injector(injector(move |ctx, request| {
+            seen.lock().unwrap().push(request.clone());
+            let tenant = ctx.get::<CurrentUser>().map(|u| u.0.to_string());
+            Ok(tenant
+                .map(|t| vec![("X-Tenant".to_string(), t)])
+                .unwrap_or_default())
+        }))
 }
 
 fn as_user(user: &'static str) -> ToolContext {
@@ -422,21 +415,15 @@ async fn a_token_from_the_host_opens_the_guarded_server() {
     let url = format!("http://127.0.0.1:{}/locked/mcp", server.port);
     let broker = McpBroker::builder()
         .allow_ad_hoc_http(true)
-        .header_injector(
-            |_ctx: &ToolContext,
-             request: &HeaderInjectRequest|
-             -> BoxFuture<'static, Result<Vec<(String, String)>, ToolError>> {
-                // Tokens only for the host the application trusts.
-                let trusted = request.is_ad_hoc && request.target.starts_with("http://127.0.0.1:");
-                Box::pin(async move {
-                    Ok(if trusted {
-                        vec![("Authorization".into(), "Bearer open-sesame".into())]
-                    } else {
-                        Vec::new()
-                    })
-                })
-            },
-        )
+        .header_injector(injector(|_ctx, request| {
+            // Tokens only for the host the application trusts.
+            let trusted = request.is_ad_hoc && request.target.starts_with("http://127.0.0.1:");
+            Ok(if trusted {
+                vec![("Authorization".into(), "Bearer open-sesame".into())]
+            } else {
+                Vec::new()
+            })
+        }))
         .build()
         .unwrap();
     let out = broker
@@ -455,13 +442,9 @@ async fn a_failing_header_injector_stops_the_operation() {
     let (listener, url) = silent_listener();
     let broker = McpBroker::builder()
         .allow_ad_hoc_http(true)
-        .header_injector(
-            |_ctx: &ToolContext,
-             _request: &HeaderInjectRequest|
-             -> BoxFuture<'static, Result<Vec<(String, String)>, ToolError>> {
-                Box::pin(async { Err(ToolError::rejected("no session for this user")) })
-            },
-        )
+        .header_injector(injector(|_ctx, _request| {
+            Err(ToolError::rejected("no session for this user"))
+        }))
         .build()
         .unwrap();
     let err = broker

@@ -79,7 +79,7 @@ pub enum BrokerError {
         missing: Vec<String>,
     },
     /// The whole operation ran out of time.
-    #[error("{phase} on {target} timed out after {}", format_duration(*limit))]
+    #[error("{phase} on {target} timed out after {limit:?}")]
     Timeout {
         /// The server name or URL.
         target: String,
@@ -150,14 +150,6 @@ fn list_or_none(names: &[String]) -> String {
         "(none)".to_string()
     } else {
         names.join(", ")
-    }
-}
-
-fn format_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 && d.as_secs() > 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
     }
 }
 

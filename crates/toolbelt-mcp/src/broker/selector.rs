@@ -333,6 +333,14 @@ mod tests {
     #[test]
     fn server_selectors_take_names_and_urls_only() {
         assert_eq!(
+            parse_server_selector("local_code", SERVERS),
+            Ok(Target::Named("local_code".into()))
+        );
+        assert!(matches!(
+            parse_server_selector("", SERVERS),
+            Err(SelectorError::Empty)
+        ));
+        assert_eq!(
             parse_server_selector("acme.tools", SERVERS),
             Ok(Target::Named("acme.tools".into()))
         );
@@ -372,6 +380,7 @@ mod tests {
             ("https://h/mcp.json", "add", "https://h/mcp.json#tool=add"),
             ("https://h/mcp/", "add", "https://h/mcp/#tool=add"),
             ("https://h", "add", "https://h#tool=add"),
+            ("https://h/mcp#v2", "add", "https://h/mcp#v2#tool=add"),
         ];
         for (base, tool, expected) in table {
             let target = Target::Url(base.to_string());

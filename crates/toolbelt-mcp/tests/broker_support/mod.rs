@@ -64,3 +64,26 @@ pub fn content(out: &ToolOutput) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// What a header injector returns.
+pub type InjectedHeaders =
+    futures::future::BoxFuture<'static, Result<Vec<(String, String)>, toolbelt_core::ToolError>>;
+
+/// A header injector from a function that decides at once (the broker's hook is async).
+pub fn injector(
+    decide: impl Fn(
+        &toolbelt_core::ToolContext,
+        &toolbelt_mcp::broker::HeaderInjectRequest,
+    ) -> Result<Vec<(String, String)>, toolbelt_core::ToolError>
+    + Send
+    + Sync
+    + 'static,
+) -> impl Fn(&toolbelt_core::ToolContext, &toolbelt_mcp::broker::HeaderInjectRequest) -> InjectedHeaders
++ Send
++ Sync
++ 'static {
+    move |ctx, request| {
+        let decided = decide(ctx, request);
+        Box::pin(async move { decided })
+    }
+}
