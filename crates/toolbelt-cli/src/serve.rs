@@ -84,9 +84,11 @@ pub async fn run(args: ServeArgs) -> Outcome {
         .clone()
         .or_else(|| std::env::var(TOKEN_ENV).ok())
         .filter(|t| !t.is_empty());
-    if http_addr.is_none() && (token.is_some() || !args.allow_origins.is_empty()) {
+    let http_only =
+        args.token.is_some() || !args.allow_origins.is_empty() || !args.allow_hosts.is_empty();
+    if http_addr.is_none() && http_only {
         return Err(CliError::usage(
-            "--token and --allow-origin apply to --http only (stdio has one local client)",
+            "--token, --allow-origin and --allow-host apply to --http only (stdio has one local client)",
         ));
     }
 

@@ -260,3 +260,16 @@ fn sigterm_ends_a_stdio_server_whose_client_keeps_stdin_open() {
     assert!(status.success(), "exited with {status}");
     drop(stdin);
 }
+
+#[test]
+fn http_only_flags_are_refused_in_stdio_mode() {
+    let output = Command::new(toolbelt())
+        .args(["serve", "--stdio", "--token", "t"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--http only"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
