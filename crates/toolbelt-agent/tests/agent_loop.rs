@@ -73,6 +73,21 @@ fn multiply(calls: Arc<AtomicUsize>) -> FunctionTool {
     .expect("multiply")
 }
 
+/// A scripted server answering `replies`, and a runner over a `calc` agent (adjusted by
+/// `configure`) whose only tool is `multiply`, with that tool's call counter.
+async fn calculator(
+    replies: impl IntoIterator<Item = Reply>,
+    stream: bool,
+    configure: impl FnOnce(LlmAgentBuilder) -> LlmAgentBuilder,
+) -> (ScriptedServer, Arc<AtomicUsize>, Runner) {
+    let server = ScriptedServer::start(replies).await.expect("server");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let agent = configure(agent("calc", &server, stream).tool(multiply(calls.clone())))
+        .build()
+        .expect("agent");
+    (server, calls, Runner::new("app", Arc::new(agent)))
+}
+
 async fn run(runner: &Runner, session: &str, input: &str, options: RunOptions) -> Vec<Event> {
     let events = runner
         .run("user", session, input, options)
@@ -128,18 +143,15 @@ fn roles(request: &RecordedRequest) -> Vec<String> {
 #[tokio::test]
 async fn one_tool_call_then_a_final_answer() {
     for stream in MODES {
-        let server = ScriptedServer::start([
-            Reply::tool_call("call_1", "multiply", r#"{"a":25,"b":4}"#),
-            Reply::text("25 × 4 = 100"),
-        ])
-        .await
-        .unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let agent = agent("calc", &server, stream)
-            .tool(multiply(calls.clone()))
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let (server, calls, runner) = calculator(
+            [
+                Reply::tool_call("call_1", "multiply", r#"{"a":25,"b":4}"#),
+                Reply::text("25 × 4 = 100"),
+            ],
+            stream,
+            |b| b,
+        )
+        .await;
         let events = run(&runner, "s1", "What is 25 times 4?", RunOptions::new()).await;
         no_errors(&events);
 
@@ -336,18 +348,15 @@ async fn serial_agents_run_calls_one_at_a_time() {
 async fn malformed_arguments_are_repaired_when_enabled() {
     for stream in MODES {
         // A trailing comma and a missing closing brace: what small models send.
-        let server = ScriptedServer::start([
-            Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
-            Reply::text("42"),
-        ])
-        .await
-        .unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let agent = agent("calc", &server, stream)
-            .tool(multiply(calls.clone()))
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let (server, calls, runner) = calculator(
+            [
+                Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
+                Reply::text("42"),
+            ],
+            stream,
+            |b| b,
+        )
+        .await;
         let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(true)).await;
         no_errors(&events);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -367,20 +376,16 @@ async fn malformed_arguments_are_repaired_when_enabled() {
 #[tokio::test]
 async fn malformed_arguments_are_fed_back_as_an_error_when_repair_is_off() {
     for stream in MODES {
-        let server = ScriptedServer::start([
-            Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
-            Reply::tool_call("call_2", "multiply", r#"{"a": 6, "b": 7}"#),
-            Reply::text("42"),
-        ])
-        .await
-        .unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let agent = agent("calc", &server, stream)
-            .tool(multiply(calls.clone()))
-            .repair_json(true)
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let (server, calls, runner) = calculator(
+            [
+                Reply::tool_call("call_1", "multiply", r#"{"a": 6, "b": 7,"#),
+                Reply::tool_call("call_2", "multiply", r#"{"a": 6, "b": 7}"#),
+                Reply::text("42"),
+            ],
+            stream,
+            |b| b.repair_json(true),
+        )
+        .await;
         // The agent repairs by default; this run turns it off.
         let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(false)).await;
         no_errors(&events);
@@ -405,27 +410,30 @@ async fn malformed_arguments_are_fed_back_as_an_error_when_repair_is_off() {
 #[tokio::test]
 async fn an_unknown_tool_is_fed_back_with_suggestions() {
     for stream in MODES {
-        let server = ScriptedServer::start([
-            Reply::tool_call("call_1", "multiplyy", r#"{"a":1,"b":2}"#),
-            Reply::text("sorry"),
-        ])
-        .await
-        .unwrap();
-        let agent = agent("calc", &server, stream)
-            .tool(multiply(Arc::default()))
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let (server, calls, runner) = calculator(
+            [
+                Reply::tool_call("call_1", "multiplyy", r#"{"a":1,"b":2}"#),
+                Reply::text("sorry"),
+            ],
+            stream,
+            |b| b,
+        )
+        .await;
         let events = run(&runner, "s", "1*2", RunOptions::new()).await;
         no_errors(&events);
         let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
         assert!(result.is_error);
-        assert!(result.content.contains("multiplyy"), "{}", result.content);
         assert!(
-            result.content.contains("multiply"),
+            result.content.contains(r#"unknown tool "multiplyy""#),
+            "{}",
+            result.content
+        );
+        assert!(
+            result.content.contains(r#"did you mean "multiply"?"#),
             "suggests the real name: {}",
             result.content
         );
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
         let sent = tool_messages(&server.requests()[1]);
         assert_eq!(sent, [("call_1".to_string(), result.content.clone())]);
     }
@@ -497,21 +505,18 @@ async fn an_agent_filter_narrows_its_tools() {
 #[tokio::test]
 async fn an_execution_filter_hands_calls_back_and_the_run_resumes_with_tool_messages() {
     for stream in MODES {
-        let server = ScriptedServer::start([
-            Reply::tool_calls([
-                ("call_1", "multiply", r#"{"a":2,"b":3}"#),
-                ("call_2", "ask_browser", r#"{"question":"where am I?"}"#),
-            ]),
-            Reply::text("6, and you are in Lyon"),
-        ])
-        .await
-        .unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let agent = agent("calc", &server, stream)
-            .tool(multiply(calls.clone()))
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let (server, calls, runner) = calculator(
+            [
+                Reply::tool_calls([
+                    ("call_1", "multiply", r#"{"a":2,"b":3}"#),
+                    ("call_2", "ask_browser", r#"{"question":"where am I?"}"#),
+                ]),
+                Reply::text("6, and you are in Lyon"),
+            ],
+            stream,
+            |b| b,
+        )
+        .await;
         // `ask_browser` is a client-side tool: the framework does not know it and must not
         // run it; the caller does.
         let options =

@@ -99,7 +99,7 @@ fn not_configured(missing: &[&str]) -> String {
 }
 
 /// The session store: the --session SQLite file, or memory.
-pub fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
+fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
     match &args.session {
         Some(path) => Ok(Arc::new(SqliteSessionService::open(path).map_err(|e| {
             CliError::usage(format!("--session {}: {e}", path.display()))
@@ -109,7 +109,7 @@ pub fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliErr
 }
 
 /// The session id to use: the one given, or a new one.
-pub fn session_id(args: &AgentArgs) -> String {
+fn session_id(args: &AgentArgs) -> String {
     args.session_id.clone().unwrap_or_else(|| {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -120,7 +120,7 @@ pub fn session_id(args: &AgentArgs) -> String {
 
 /// The agent over the tool box's registry, its calls going through an executor with a time
 /// limit and, when given, an approval hook.
-pub fn agent_from(
+fn agent_from(
     args: &AgentArgs,
     model: OpenAiModel,
     toolbox: &Toolbox,
@@ -461,14 +461,60 @@ fn clip(text: &str, max: usize) -> String {
     clipped
 }
 
-/// A runner for the agent with the chosen session store.
-pub fn runner(agent: LlmAgent, sessions: Arc<dyn SessionService>) -> Runner {
-    Runner::new(APP, Arc::new(agent)).with_session_service(sessions)
+/// What a `run` or `chat` works with: the tool sets it opened (and must close), the runner
+/// and the session id.
+pub struct AgentSession {
+    /// The tool sets; close them with [`Toolbox::close`] when done.
+    pub toolbox: Toolbox,
+    /// The runner over the agent and the session store.
+    pub runner: Runner,
+    /// The session to run in.
+    pub session_id: String,
 }
 
-/// Starts a run of `input` in `session` for the local user.
-pub fn start(runner: &Runner, session: &str, input: &str) -> EventStream {
-    runner.run(USER, session, input, toolbelt::agent::RunOptions::new())
+impl AgentSession {
+    /// Opens the session store, the tool sets (connecting to MCP servers now, so a broken
+    /// one is reported before the model runs) and the agent. On failure nothing stays open.
+    pub async fn open(
+        args: &AgentArgs,
+        model: OpenAiModel,
+        approval: Option<Approval>,
+    ) -> Result<Self, CliError> {
+        let sessions = sessions_from(args)?;
+        let toolbox = Toolbox::open(&args.sources, None)?;
+        toolbox.list(&ToolContext::new()).await;
+        let agent = match agent_from(args, model, &toolbox, approval) {
+            Ok(agent) => agent,
+            Err(err) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+        };
+        Ok(Self {
+            toolbox,
+            runner: Runner::new(APP, Arc::new(agent)).with_session_service(sessions),
+            session_id: session_id(args),
+        })
+    }
+
+    /// Starts a run of `input` in the session, for the local user.
+    pub fn start(&self, input: &str) -> EventStream {
+        self.runner.run(
+            USER,
+            &self.session_id,
+            input,
+            toolbelt::agent::RunOptions::new(),
+        )
+    }
+
+    /// Tells how to resume a stored session, then closes the tool sets.
+    pub async fn close(self, args: &AgentArgs) {
+        if args.session.is_some() {
+            let id = &self.session_id;
+            eprintln!("session: {id} (resume with --session-id {id})");
+        }
+        self.toolbox.close().await;
+    }
 }
 
 #[cfg(test)]

@@ -6,13 +6,11 @@
 use std::io::{IsTerminal, Write};
 
 use clap::Args;
-use toolbelt::ToolContext;
 
 use crate::agent_cli::{
-    AgentArgs, Approval, Renderer, Spinner, agent_from, model_from, runner, session_id,
-    sessions_from, shared_stdin, start,
+    AgentArgs, AgentSession, Approval, Renderer, Spinner, model_from, shared_stdin,
 };
-use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome, Toolbox, shutdown_signal};
+use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome, shutdown_signal};
 
 /// Flags of `toolbelt chat`.
 #[derive(Args, Debug)]
@@ -27,24 +25,16 @@ pub struct ChatArgs {
 /// Runs `toolbelt chat`.
 pub async fn run(args: ChatArgs) -> Outcome {
     let model = model_from(&args.agent)?;
-    let sessions = sessions_from(&args.agent)?;
-    let toolbox = Toolbox::open(&args.agent.sources, None)?;
-    toolbox.list(&ToolContext::new()).await;
     let stdin = shared_stdin();
     let spinner = Spinner::new();
     let approval = (!args.yes).then(|| Approval::new(stdin.clone(), spinner.clone()));
-    let agent = match agent_from(&args.agent, model, &toolbox, approval) {
-        Ok(agent) => agent,
-        Err(err) => {
-            toolbox.close().await;
-            return Err(err);
-        }
-    };
-    let runner = runner(agent, sessions);
-    let id = session_id(&args.agent);
+    let session = AgentSession::open(&args.agent, model, approval).await?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
-        eprintln!("toolbelt chat, session {id}. /exit or Ctrl-D leaves.");
+        eprintln!(
+            "toolbelt chat, session {}. /exit or Ctrl-D leaves.",
+            session.session_id
+        );
     }
 
     let mut failed = false;
@@ -75,16 +65,13 @@ pub async fn run(args: ChatArgs) -> Outcome {
         }
         let mut renderer = Renderer::new(spinner.clone());
         tokio::select! {
-            summary = renderer.render(start(&runner, &id, text)) => failed |= summary.failed,
+            summary = renderer.render(session.start(text)) => failed |= summary.failed,
             () = shutdown_signal() => {
                 spinner.stop();
                 eprintln!("\n(interrupted)");
             }
         }
     }
-    if args.agent.session.is_some() {
-        eprintln!("session: {id} (resume with --session-id {id})");
-    }
-    toolbox.close().await;
+    session.close(&args.agent).await;
     Ok(if failed { EXIT_TOOL_FAILED } else { EXIT_OK })
 }

@@ -5,12 +5,9 @@
 //! model configured.
 
 use clap::Args;
-use toolbelt::ToolContext;
 
-use crate::agent_cli::{
-    AgentArgs, Renderer, Spinner, agent_from, model_from, runner, session_id, sessions_from, start,
-};
-use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, Toolbox, shutdown_signal};
+use crate::agent_cli::{AgentArgs, AgentSession, Renderer, Spinner, model_from};
+use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, shutdown_signal};
 
 /// Flags of `toolbelt run`.
 #[derive(Args, Debug)]
@@ -34,30 +31,14 @@ pub async fn run(args: RunArgs) -> Outcome {
     if prompt.trim().is_empty() {
         return Err(CliError::usage("the prompt is empty"));
     }
-    let sessions = sessions_from(&args.agent)?;
-    let toolbox = Toolbox::open(&args.agent.sources, None)?;
-    // Connect to the MCP servers now, so a broken one is reported before the model runs.
-    toolbox.list(&ToolContext::new()).await;
-    let agent = match agent_from(&args.agent, model, &toolbox, None) {
-        Ok(agent) => agent,
-        Err(err) => {
-            toolbox.close().await;
-            return Err(err);
-        }
-    };
-    let runner = runner(agent, sessions);
-    let id = session_id(&args.agent);
-
+    let session = AgentSession::open(&args.agent, model, None).await?;
     let mut renderer = Renderer::new(Spinner::new());
     // Ctrl-C or SIGTERM drops the event stream, which cancels the run and its tools.
     let summary = tokio::select! {
-        summary = renderer.render(start(&runner, &id, &prompt)) => Some(summary),
+        summary = renderer.render(session.start(&prompt)) => Some(summary),
         () = shutdown_signal() => None,
     };
-    if args.agent.session.is_some() {
-        eprintln!("session: {id} (resume with --session-id {id})");
-    }
-    toolbox.close().await;
+    session.close(&args.agent).await;
     match summary {
         None => Err(CliError::failed("interrupted")),
         Some(summary) if summary.failed => Ok(EXIT_TOOL_FAILED),

@@ -61,6 +61,14 @@ fn path_arg(dir: &Path, name: &str) -> String {
     dir.join(name).to_string_lossy().replace('\\', "\\\\")
 }
 
+/// Arguments of a Write call creating `new.txt` with "hello".
+fn write_new_file(dir: &Path) -> String {
+    format!(
+        r#"{{"file_path":"{}","content":"hello"}}"#,
+        path_arg(dir, "new.txt")
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_streams_the_answer_after_a_tool_call_on_the_directory() {
     let dir = project();
@@ -184,10 +192,7 @@ async fn a_session_file_lets_a_later_run_resume_the_conversation() {
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_asks_before_a_destructive_tool_and_respects_a_no() {
     let dir = project();
-    let args = format!(
-        r#"{{"file_path":"{}","content":"hello"}}"#,
-        path_arg(dir.path(), "new.txt")
-    );
+    let args = write_new_file(dir.path());
     let server = ScriptedServer::start([
         Reply::tool_call("call_1", "Write", &args),
         Reply::text("Understood, I did not write it."),
@@ -231,10 +236,7 @@ async fn chat_asks_before_a_destructive_tool_and_respects_a_no() {
 async fn chat_runs_destructive_tools_after_a_yes_or_with_yes_flag() {
     for (flag, input) in [(None, "write it\ny\n"), (Some("--yes"), "write it\n")] {
         let dir = project();
-        let args = format!(
-            r#"{{"file_path":"{}","content":"hello"}}"#,
-            path_arg(dir.path(), "new.txt")
-        );
+        let args = write_new_file(dir.path());
         let server = ScriptedServer::start([
             Reply::tool_call("call_1", "Write", &args),
             Reply::text("Written."),
