@@ -1268,3 +1268,42 @@ async fn every_event_the_caller_sees_is_already_in_the_sqlite_file() {
     }
     assert_eq!(checked, 5, "input, call, result, answer, completion");
 }
+
+#[tokio::test]
+async fn a_resume_goes_back_to_the_sub_agent_whose_calls_were_handed_back() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("t1", TRANSFER_TO_AGENT, r#"{"agent_name":"browser"}"#),
+        Reply::tool_call("b1", "open_tab", r#"{"url":"http://127.0.0.1/"}"#),
+        Reply::text("The tab shows the home page."),
+    ])
+    .await
+    .unwrap();
+    let browser = agent("browser", &server, false).build().unwrap();
+    let root = agent("router", &server, false)
+        .sub_agent(Arc::new(browser))
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(root));
+    let options = RunOptions::new().execution_filter(ExecutionFilter::pending_names(["open_tab"]));
+    let events = run(&runner, "s", "open the home page", options.clone()).await;
+    no_errors(&events);
+    let handed_back = of(&events, ObjectType::ToolResponse)
+        .last()
+        .copied()
+        .unwrap();
+    assert_eq!(handed_back.author, "browser");
+    assert_eq!(handed_back.pending_tool_calls[0].id, "b1");
+
+    let answer = Message::tool("b1", "open_tab", "home page");
+    let resumed = runner.run("user", "s", answer, options).collect_all().await;
+    no_errors(&resumed);
+    let completion = of(&resumed, ObjectType::ChatCompletion)[0];
+    assert_eq!(
+        completion.author, "browser",
+        "the agent that asked gets the results"
+    );
+    assert_eq!(
+        server.requests()[2].messages()[0]["content"],
+        "You are browser."
+    );
+}
