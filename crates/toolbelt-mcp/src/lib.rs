@@ -12,6 +12,9 @@
 //!   header injection, and [`ToolSet::close`] that ends the session and reaps a child.
 //! - [`McpServersFile`]: the `mcpServers` JSON of Claude Desktop, Cursor and Claude Code,
 //!   with `${VAR}` expansion.
+//! - [`McpBroker`]: four tools (`mcp_list_servers`, `mcp_list_tools`, `mcp_inspect_tools`,
+//!   `mcp_call`) through which a model discovers servers and tools on demand instead of
+//!   seeing every tool up front (see [`broker`]).
 //! - [`McpError`]: every failure names the server and the step ([`Step`]), and is classified
 //!   ([`FailureKind`]) so that only connection failures are retried.
 //!

@@ -533,3 +533,39 @@ async fn the_error_interceptor_sees_a_401_over_sse_too() {
     assert_eq!(*calls.lock().unwrap(), ["list_tools Some(401)"]);
     broker.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_http_server_gets_injected_headers_but_never_the_models() {
+    let server = echo_server("streamable-http");
+    let seen = Seen::default();
+    let broker = loopback_broker(&seen)
+        .allow_ad_hoc_http(false)
+        .server(
+            "echo",
+            toolbelt_mcp::ConnectionConfig::new(toolbelt_mcp::TransportConfig::streamable_http(
+                format!("http://127.0.0.1:{}/mcp", server.port),
+            )),
+        )
+        .build()
+        .unwrap();
+    let ctx = as_user("dora");
+    let out = broker
+        .call(&ctx, call("echo.header", json!({"name": "x-tenant"})))
+        .await
+        .unwrap();
+    assert!(content_or_structured(&out).contains("dora"));
+    let mut args = call("echo.header", json!({"name": "x-trace"}));
+    args.headers = Some([("X-Trace".to_string(), "from-the-model".to_string())].into());
+    let out = broker.call(&ctx, args).await.unwrap();
+    assert!(
+        content_or_structured(&out).contains("(absent)"),
+        "{:?}",
+        out.structured
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|r| !r.is_ad_hoc && r.target == "echo"),
+        "{seen:?}"
+    );
+    broker.close().await.unwrap();
+}

@@ -104,7 +104,9 @@ pub enum ErrorDecision {
     Handle(String),
 }
 
-/// Decides what the model sees when an operation on an HTTP server fails.
+/// Decides what the model sees when an operation on an HTTP server fails: connecting,
+/// listing or calling. The broker's own refusals (selectors, policy, arguments) and the
+/// operation timeout do not pass through it.
 pub type ErrorInterceptor =
     Arc<dyn Fn(&ToolContext, &BrokerErrorRequest<'_>) -> ErrorDecision + Send + Sync>;
 
