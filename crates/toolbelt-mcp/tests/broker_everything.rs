@@ -82,7 +82,7 @@ async fn a_model_discovers_inspects_and_calls_a_tool_of_a_named_stdio_server() {
     assert_eq!(details.tools[0].input_schema["required"], json!(["a", "b"]));
     assert!(details.tools.iter().all(|t| t.output_schema.is_none()));
     let mut with_output = inspect("everything", &["get-structured-content"]);
-    with_output.include_output_schema = true;
+    with_output.include_output_schema = Some(true);
     let details = broker.inspect_tools(&ctx, with_output).await.unwrap();
     assert!(details.tools[0].output_schema.is_some());
 
@@ -448,5 +448,64 @@ async fn an_evicted_connection_is_closed_only_after_its_running_call_ends() {
         eventually(Duration::from_secs(15), || !process_exists(first)).await,
         "the evicted server {first} is still running after its call ended"
     );
+    broker.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_executor_validates_and_runs_the_broker_tools() {
+    use std::sync::Arc;
+    use toolbelt_exec::{Executor, Registry, ToolSetRefresh};
+
+    let broker = broker();
+    let registry = Arc::new(Registry::new());
+    registry
+        .add_tool_set(Arc::new(broker.clone()), ToolSetRefresh::Cached)
+        .unwrap();
+    registry.snapshot(&ToolContext::new()).await;
+    let executor = Executor::new(registry);
+
+    // Strict-mode models send every optional field, as null.
+    let out = executor
+        .invoke_tool(
+            ToolContext::for_call("c1"),
+            "mcp_call",
+            r#"{"selector":"everything.echo","arguments":{"message":"hi"},"transport":null,"headers":null}"#,
+        )
+        .await
+        .unwrap();
+    assert!(out.llm_text().contains("hi"), "{}", out.llm_text());
+    let out = executor
+        .invoke_tool(
+            ToolContext::for_call("c2"),
+            "mcp_inspect_tools",
+            r#"{"selector":"everything","tools":["echo"],"include_output_schema":null}"#,
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.llm_text().contains("input_schema"),
+        "{}",
+        out.llm_text()
+    );
+
+    // Unknown fields are refused by the strict schema before the broker runs.
+    let err = executor
+        .invoke_tool(
+            ToolContext::for_call("c3"),
+            "mcp_list_tools",
+            r#"{"selector":"everything","server":"everything"}"#,
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("server"), "{err}");
+    let err = executor
+        .invoke_tool(
+            ToolContext::for_call("c4"),
+            "mcp_call",
+            r#"{"selector":"everything.echo"}"#,
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("arguments"), "{err}");
     broker.close().await.unwrap();
 }

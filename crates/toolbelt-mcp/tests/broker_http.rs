@@ -137,7 +137,7 @@ async fn the_injector_is_told_about_inspection_and_its_headers_win_over_the_mode
     let ctx = as_user("bob");
 
     let mut args = inspect(&url, &["header"]);
-    args.include_output_schema = true;
+    args.include_output_schema = Some(true);
     let details = broker.inspect_tools(&ctx, args).await.unwrap();
     assert!(details.tools[0].output_schema.is_some());
     assert_eq!(seen.lock().unwrap()[0].phase, Phase::InspectTools);

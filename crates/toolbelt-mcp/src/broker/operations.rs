@@ -160,7 +160,7 @@ impl Inner {
                     selector: format_tool_selector(&resolved.target, &decl.name),
                     description: decl.description.clone(),
                     input_schema: decl.input_schema.clone(),
-                    output_schema: if args.include_output_schema {
+                    output_schema: if args.include_output_schema == Some(true) {
                         decl.output_schema.clone()
                     } else {
                         None

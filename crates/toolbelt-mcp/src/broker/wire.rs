@@ -22,13 +22,14 @@ pub enum AdHocTransport {
 
 /// The compact schema of `transport` (what schemars derives for an optional enum with
 /// documented variants is four times longer, and every model reads it on every turn).
+/// `null` is accepted: models in strict mode send every optional field, as null.
 fn transport_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "string", "enum": ["streamable_http", "sse"]})
+    schemars::json_schema!({"enum": ["streamable_http", "sse", null]})
 }
 
-/// The compact schema of `headers`: names to values.
+/// The compact schema of `headers`: names to values (or null).
 fn headers_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "additionalProperties": {"type": "string"}})
+    schemars::json_schema!({"type": ["object", "null"], "additionalProperties": {"type": "string"}})
 }
 
 /// Arguments of `mcp_list_servers`: none.
@@ -60,9 +61,9 @@ pub struct InspectToolsArgs {
     pub selector: String,
     /// Exact tool names from mcp_list_tools.
     pub tools: Vec<String>,
-    /// Also return each tool's output schema.
+    /// Also return each tool's output schema (default false).
     #[serde(default)]
-    pub include_output_schema: bool,
+    pub include_output_schema: Option<bool>,
     /// URL selectors only: as for mcp_list_tools.
     #[serde(default)]
     #[schemars(schema_with = "transport_schema")]
