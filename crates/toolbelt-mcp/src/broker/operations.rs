@@ -395,13 +395,19 @@ fn unknown_tools(resolved: &Resolved, unknown: Vec<String>, tools: &[DynTool]) -
     }
 }
 
-/// The first non-empty line of a description, if any.
+/// The longest description line a listing shows; `mcp_inspect_tools` gives the rest.
+const SUMMARY_CHARS: usize = 200;
+
+/// The first non-empty line of a description, cut to [`SUMMARY_CHARS`] with `…`.
 fn first_line(description: &str) -> Option<String> {
-    description
+    let line = description
         .lines()
         .map(str::trim)
-        .find(|line| !line.is_empty())
-        .map(str::to_string)
+        .find(|line| !line.is_empty())?;
+    Some(match line.char_indices().nth(SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    })
 }
 
 /// Adds `headers` to a remote configuration, replacing same-named ones whatever their case.
@@ -504,5 +510,11 @@ mod tests {
             Some("Adds numbers.")
         );
         assert_eq!(first_line("  \n"), None);
+        let long = "é".repeat(SUMMARY_CHARS + 5);
+        let shown = first_line(&long).unwrap();
+        assert_eq!(shown.chars().count(), SUMMARY_CHARS + 1);
+        assert!(shown.ends_with('…'));
+        let exact = "x".repeat(SUMMARY_CHARS);
+        assert_eq!(first_line(&exact).unwrap(), exact);
     }
 }

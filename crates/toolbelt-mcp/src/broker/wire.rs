@@ -129,7 +129,7 @@ pub struct ToolSummary {
     pub selector: String,
     /// Parameters and result in one line; `?` marks optional parameters.
     pub signature: String,
-    /// The first line of the tool's description.
+    /// The first line of the tool's description (at most 200 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
