@@ -8,7 +8,7 @@
 //! | `mcp_list_servers` | none | `{servers: [{name, transport, description?}]}` |
 //! | `mcp_list_tools` | `selector`, `transport?`, `headers?` | `{server, tools: [{name, selector, signature, description?}]}` sorted by name |
 //! | `mcp_inspect_tools` | `selector`, `tools[]`, `include_output_schema?`, `transport?`, `headers?` | `{tools: [{name, selector, description, input_schema, output_schema?}]}` |
-//! | `mcp_call` | `selector`, `arguments`, `transport?`, `headers?` | `{content? , structured_content?, is_error}` |
+//! | `mcp_call` | `selector`, `arguments`, `transport?`, `headers?` | `{content?, structured_content?, is_error}` |
 //!
 //! Every argument object refuses unknown fields (`additionalProperties: false`) and every
 //! tool declares its output schema. A signature is one line derived from the tool's schemas,
