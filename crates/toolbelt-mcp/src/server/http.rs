@@ -9,6 +9,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -113,7 +114,14 @@ impl HttpServer {
             // Ends open SSE streams so the graceful shutdown does not wait on them forever.
             stop.cancel();
         };
-        axum::serve(self.listener, self.router)
+        // Without TCP_NODELAY the small writes of an SSE response wait for the client's
+        // delayed ACK (about 40 ms per call).
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::debug!("could not set TCP_NODELAY: {err}");
+            }
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(graceful)
             .await
     }
