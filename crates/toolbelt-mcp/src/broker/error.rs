@@ -37,6 +37,14 @@ pub enum BrokerError {
         /// The refused URL.
         url: String,
     },
+    /// An ad-hoc URL carried a user name or password (credentials come from the host).
+    #[error(
+        "the MCP URL {url:?} carries credentials; they come from the host application, not from the model"
+    )]
+    CredentialsInUrl {
+        /// The refused URL.
+        url: String,
+    },
     /// The model supplied a header it may not set.
     #[error("header {name:?} may not be set by the model: {reason}")]
     ForbiddenHeader {
@@ -163,6 +171,7 @@ impl From<BrokerError> for ToolError {
             | BrokerError::MissingArguments { .. } => ToolError::invalid_arguments(err.to_string()),
             BrokerError::AdHocDisabled { .. }
             | BrokerError::UrlNotAllowed { .. }
+            | BrokerError::CredentialsInUrl { .. }
             | BrokerError::ForbiddenHeader { .. } => ToolError::rejected(err.to_string()),
             BrokerError::Timeout { limit, .. } => ToolError::Timeout { limit },
             BrokerError::Remote(inner) => inner,

@@ -33,7 +33,8 @@
 //! only; the allow-list ([`McpBrokerBuilder::url_allow_list`]) decides before any
 //! connection; headers from the model are refused when they carry credentials
 //! ([`DENIED_HEADERS`], compared case-insensitively, plus
-//! [`McpBrokerBuilder::deny_header`]) or belong to the transport.
+//! [`McpBrokerBuilder::deny_header`]) or belong to the transport, and so are URLs that carry
+//! a user name or password.
 //!
 //! ## Hooks
 //!

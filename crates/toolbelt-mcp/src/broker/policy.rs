@@ -51,6 +51,13 @@ impl AdHocPolicy {
                 servers: servers.to_vec(),
             });
         }
+        // Credentials in the URL would bypass the header deny list (HTTP clients send them
+        // as basic auth).
+        if url::Url::parse(url).is_ok_and(|u| !u.username().is_empty() || u.password().is_some()) {
+            return Err(BrokerError::CredentialsInUrl {
+                url: url.to_string(),
+            });
+        }
         if let Some(allow) = &self.allow {
             // The selector parser checked the URL already; a failure here is a refusal too.
             let allowed = url::Url::parse(url).is_ok_and(|parsed| allow(&parsed));
@@ -161,6 +168,13 @@ mod tests {
             ..AdHocPolicy::default()
         };
         assert!(open.check_url("http://127.0.0.1:1/mcp", &servers).is_ok());
+        for with_credentials in [
+            "http://user:pw@127.0.0.1:1/mcp",
+            "http://token@127.0.0.1:1/mcp",
+        ] {
+            let err = open.check_url(with_credentials, &servers).unwrap_err();
+            assert!(matches!(err, BrokerError::CredentialsInUrl { .. }), "{err}");
+        }
 
         let loopback_only = AdHocPolicy {
             enabled: true,
