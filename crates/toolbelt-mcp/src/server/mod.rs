@@ -14,7 +14,32 @@
 //!   as `notifications/progress`, and long calls send a heartbeat.
 //! - Cancellation: a client's `notifications/cancelled` cancels the call's context.
 //! - `notifications/tools/list_changed` goes to every client on
-//!   [`ToolServer::notify_tools_changed`].
+//!   [`ToolServer::notify_tools_changed`], and from [`ToolServer::watch_registry`] whenever the
+//!   visible tools change (an aggregated MCP server reported a new list, a tool was added).
+//! - HTTP ([`HttpServer`]): sessions with ids, an optional bearer token (401 without it),
+//!   `Host` and `Origin` allow lists (403), TCP_NODELAY, and a graceful shutdown.
+//! - stdio ([`serve_stdio`]): stdout carries only the protocol; a SIGTERM-driven shutdown
+//!   never waits on a blocked stdin read.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use toolbelt_exec::{Executor, Registry};
+//! use toolbelt_mcp::server::{CancellationToken, HttpServeOptions, HttpServer, ToolServer};
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let registry = Arc::new(Registry::new()); // register tools and tool sets here
+//! let server = ToolServer::new(Arc::new(Executor::new(registry)));
+//! let stop = CancellationToken::new();
+//! let watcher = server.watch_registry(Duration::from_millis(500), stop.child_token());
+//! let options = HttpServeOptions { token: Some("secret".into()), ..Default::default() };
+//! let http = HttpServer::bind("127.0.0.1:0".parse().unwrap(), server, options).await?;
+//! println!("serving on {}", http.url()?);
+//! http.run(stop.clone()).await?; // returns once `stop` is cancelled (on SIGTERM, say)
+//! stop.cancel();
+//! let _ = watcher.await;
+//! # Ok(()) }
+//! ```
 
 mod convert;
 mod handler;
