@@ -14,6 +14,8 @@ Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
     cancel        start a long Bash command, send notifications/cancelled for it, then call
                   Read on the same session; report the command's process ids
     list_changed  have an aggregated server add a tool; wait for tools/list_changed; list again
+    streaming     call the `count` streaming tool with a progress callback and the typed
+                  `stats` tool (output schema) of toolbelt-mcp's in-process server test
 """
 
 import asyncio
@@ -176,7 +178,27 @@ async def list_changed():
         return {"before": before, "added": added, "after": after, "late": late}
 
 
-SCENARIOS = {"tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
+async def streaming():
+    updates = []
+
+    async def on_progress(value, total, message):
+        updates.append({"progress": value, "total": total, "message": message})
+
+    async with connect() as session:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        counted = await session.call_tool("count", {"to": 3}, progress_callback=on_progress)
+        # The SDK validates structuredContent against the declared output schema.
+        stats = await session.call_tool("stats", {"text": "a bb ccc"})
+        return {
+            "count": describe(counted),
+            "updates": updates,
+            "stats": describe(stats),
+            "stats_has_output_schema": listed["stats"].outputSchema is not None,
+            "count_has_output_schema": listed["count"].outputSchema is not None,
+        }
+
+
+SCENARIOS = {"streaming": streaming, "tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
 
 if __name__ == "__main__":
     report = anyio.run(SCENARIOS[SCENARIO])
