@@ -4,8 +4,8 @@
 //!
 //! Run: `CARGO_TARGET_DIR=/work/target/bench cargo bench -p toolbelt-agent --bench turn`
 //!
-//! - `model_call_only`: one `Model::generate` through the HTTP client, collected: the floor
-//!   the framework adds to.
+//! - `model_call_only`: one `Model::generate` through the HTTP client with the same messages
+//!   and tool declarations a run sends, collected: the floor the framework adds to.
 //! - `run_text_answer`: a whole `Runner::run` (session, input event, request building,
 //!   history sanitising, the same model call, completion event, runner completion).
 //!   Framework overhead per turn = this minus `model_call_only`.
@@ -20,7 +20,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use toolbelt_agent::{LlmAgent, RunOptions, Runner};
-use toolbelt_core::{FunctionTool, ToolContext, ToolError};
+use toolbelt_core::{DynTool, FunctionTool, Tool, ToolContext, ToolError};
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
 use toolbelt_model::{GenerationConfig, Message, Model, OpenAiConfig, OpenAiModel, Request};
 
@@ -59,7 +59,8 @@ fn model(server: &ScriptedServer) -> OpenAiModel {
     OpenAiModel::new(OpenAiConfig::new(server.base_url(), "bench")).expect("model")
 }
 
-fn runner(server: &ScriptedServer, stream: bool) -> Runner {
+/// The agent's tools: one that answers at once, one that takes 100 ms.
+fn tools() -> Vec<DynTool> {
     let instant = FunctionTool::new(
         "instant",
         "Answers at once",
@@ -75,11 +76,14 @@ fn runner(server: &ScriptedServer, stream: bool) -> Runner {
         },
     )
     .expect("tool");
+    vec![Arc::new(instant), Arc::new(slow)]
+}
+
+fn runner(server: &ScriptedServer, stream: bool) -> Runner {
     let agent = LlmAgent::builder("bench")
         .instruction("You are a benchmark.")
         .model(model(server))
-        .tool(instant)
-        .tool(slow)
+        .tools(tools())
         .parallel_tools(true)
         .generation_config(GenerationConfig {
             stream,
@@ -116,10 +120,13 @@ fn bench(c: &mut Criterion) {
             .block_on(ScriptedServer::start_with(responder("instant", 0)))
             .expect("server");
         let raw = model(&text_server);
+        // The same messages and tool declarations a run sends, so the difference is the
+        // framework alone.
         let request = Request::new(vec![
             Message::system("You are a benchmark."),
             Message::user("What is the answer?"),
         ])
+        .with_tools(tools().iter().map(|t| t.declaration().clone()).collect())
         .with_config(GenerationConfig {
             stream,
             ..GenerationConfig::default()
