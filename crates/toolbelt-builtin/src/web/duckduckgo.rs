@@ -284,12 +284,17 @@ impl DuckDuckGo {
             query: query.to_string(),
             max_results: max,
         };
-        let results = self.fallback.search(ctx, &request).await.map_err(|err| match &api_failure {
-            Some(api) => ToolError::failed(format!(
-                "DuckDuckGo search failed: the Instant Answer API: {api}; the results page: {err}"
-            )),
-            None => err,
-        })?;
+        let results = match (self.fallback.search(ctx, &request).await, api_failure) {
+            (Ok(results), _) => results,
+            (Err(ToolError::Cancelled), _) => return Err(ToolError::Cancelled),
+            (Err(page), Some(api)) => {
+                return Err(ToolError::failed(format!(
+                    "DuckDuckGo search failed: the Instant Answer API: {api}; the results \
+                     page: {page}"
+                )));
+            }
+            (Err(page), None) => return Err(page),
+        };
         Ok(DuckDuckGoAnswer {
             query: query.to_string(),
             source: "web_results".to_string(),
