@@ -261,9 +261,13 @@ async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
                 async move {
                     let now = counter.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                     counter.peak.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::timeout(Duration::from_secs(10), barrier.wait())
+                    let overlapped = tokio::time::timeout(Duration::from_secs(10), barrier.wait())
                         .await
-                        .map_err(|_| ToolError::failed("the calls did not overlap"))?;
+                        .is_ok();
+                    if !overlapped {
+                        counter.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        return Err(ToolError::failed("the calls did not overlap"));
+                    }
                     let mut turn = done.subscribe();
                     let _ = turn.wait_for(|finished| *finished == 3 - args.n).await;
                     finished.lock().unwrap().push(args.n);
