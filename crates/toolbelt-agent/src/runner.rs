@@ -27,6 +27,7 @@ pub(crate) const CHANNEL_CAPACITY: usize = 256;
 /// the run.
 pub struct EventStream {
     rx: mpsc::Receiver<Event>,
+    cancel: CancellationToken,
     _cancel_on_drop: DropGuard,
 }
 
@@ -40,8 +41,17 @@ impl EventStream {
     pub(crate) fn new(rx: mpsc::Receiver<Event>, cancel: CancellationToken) -> Self {
         Self {
             rx,
+            cancel: cancel.clone(),
             _cancel_on_drop: cancel.drop_guard(),
         }
+    }
+
+    /// Cancels the run but keeps the stream: running tools see their cancellation (a shell
+    /// command's process group is killed) and the run still ends with a runner completion,
+    /// so a caller that keeps reading knows when everything has stopped. Dropping the
+    /// stream cancels too, without waiting.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
     }
 
     /// The next event, or `None` after the last one (the same as `StreamExt::next`, for

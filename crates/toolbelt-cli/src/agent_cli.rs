@@ -21,7 +21,7 @@ use toolbelt::model::{
     ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig, OpenAiModel,
 };
 
-use crate::common::{CliError, ToolSourceArgs, Toolbox};
+use crate::common::{CliError, ToolSourceArgs, Toolbox, shutdown_signal};
 
 /// The application name sessions are stored under.
 const APP: &str = "toolbelt";
@@ -31,6 +31,8 @@ const USER: &str = "local";
 const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The longest result preview on a tool line, in characters.
 const PREVIEW_CHARS: usize = 80;
+/// How long an interrupted run may take to stop its tools.
+const WIND_DOWN: Duration = Duration::from_secs(10);
 /// The longest argument summary on a tool line, in characters.
 const ARGS_CHARS: usize = 60;
 
@@ -326,8 +328,9 @@ impl Renderer {
         }
     }
 
-    /// Renders every event of `events` until the run completes.
-    pub async fn render(&mut self, mut events: EventStream) -> RunSummary {
+    /// Renders the events of `events` until the run completes. Safe to call again after
+    /// the future was dropped part-way (the state is in the renderer and the stream).
+    pub async fn render(&mut self, events: &mut EventStream) -> RunSummary {
         let mut summary = RunSummary::default();
         while let Some(event) = events.recv().await {
             self.event(&event, &mut summary);
@@ -338,6 +341,25 @@ impl Renderer {
         self.spinner.stop();
         self.end_answer_line();
         summary
+    }
+
+    /// Renders `events` until the run completes or Ctrl-C / SIGTERM arrives; then cancels
+    /// the run and waits (up to [`WIND_DOWN`]) for its tools to stop, so no command it
+    /// started outlives the process. `None` when interrupted.
+    pub async fn render_until_interrupted(
+        &mut self,
+        mut events: EventStream,
+    ) -> Option<RunSummary> {
+        tokio::select! {
+            summary = self.render(&mut events) => return Some(summary),
+            () = shutdown_signal() => {}
+        }
+        self.spinner.stop();
+        self.end_answer_line();
+        eprintln!("toolbelt: stopping the run");
+        events.cancel();
+        let _ = tokio::time::timeout(WIND_DOWN, self.render(&mut events)).await;
+        None
     }
 
     fn event(&mut self, event: &Event, summary: &mut RunSummary) {

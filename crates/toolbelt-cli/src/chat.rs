@@ -64,12 +64,9 @@ pub async fn run(args: ChatArgs) -> Outcome {
             break;
         }
         let mut renderer = Renderer::new(spinner.clone());
-        tokio::select! {
-            summary = renderer.render(session.start(text)) => failed |= summary.failed,
-            () = shutdown_signal() => {
-                spinner.stop();
-                eprintln!("\n(interrupted)");
-            }
+        // Ctrl-C during an answer stops that answer only.
+        if let Some(summary) = renderer.render_until_interrupted(session.start(text)).await {
+            failed |= summary.failed;
         }
     }
     session.close(&args.agent).await;

@@ -7,7 +7,7 @@
 use clap::Args;
 
 use crate::agent_cli::{AgentArgs, AgentSession, Renderer, Spinner, model_from};
-use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, shutdown_signal};
+use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
 /// Flags of `toolbelt run`.
 #[derive(Args, Debug)]
@@ -33,11 +33,9 @@ pub async fn run(args: RunArgs) -> Outcome {
     }
     let session = AgentSession::open(&args.agent, model, None).await?;
     let mut renderer = Renderer::new(Spinner::new());
-    // Ctrl-C or SIGTERM drops the event stream, which cancels the run and its tools.
-    let summary = tokio::select! {
-        summary = renderer.render(session.start(&prompt)) => Some(summary),
-        () = shutdown_signal() => None,
-    };
+    let summary = renderer
+        .render_until_interrupted(session.start(&prompt))
+        .await;
     session.close(&args.agent).await;
     match summary {
         None => Err(CliError::failed("interrupted")),

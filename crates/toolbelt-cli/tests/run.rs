@@ -298,3 +298,60 @@ async fn parallel_calls_without_streaming_report_every_call_in_order() {
         "{results:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_stops_the_run_and_kills_the_command_a_tool_started() {
+    let dir = project();
+    // The shell becomes `sleep` (exec) after writing its pid, so the pid is the sleeper's.
+    let server = ScriptedServer::start([Reply::tool_call(
+        "call_1",
+        "Bash",
+        r#"{"command":"echo $$ > sleeper.pid && exec sleep 30"}"#,
+    )])
+    .await
+    .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "sleep a while", "--dir"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let pid_file = dir.path().join("sleeper.pid");
+    let out = tokio::task::spawn_blocking(move || {
+        let child = command.spawn().expect("start toolbelt");
+        let mut sleeper = None;
+        for _ in 0..500 {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+            {
+                sleeper = Some(pid);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sleeper = sleeper.expect("the tool's command started");
+        // SAFETY: sending a signal to the child we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        (child.wait_with_output().expect("wait"), sleeper)
+    })
+    .await
+    .unwrap();
+    let (out, sleeper) = out;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    // The sleeper is gone (killed with its process group; reaped by init once orphaned).
+    let proc_dir = format!("/proc/{sleeper}");
+    let mut gone = false;
+    for _ in 0..250 {
+        let state = std::fs::read_to_string(format!("{proc_dir}/stat")).unwrap_or_default();
+        if state.is_empty() || state.contains(") Z ") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the command the tool started outlived toolbelt");
+}
