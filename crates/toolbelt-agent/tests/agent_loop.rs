@@ -1311,3 +1311,45 @@ async fn a_resume_goes_back_to_the_sub_agent_whose_calls_were_handed_back() {
         "You are browser."
     );
 }
+
+#[tokio::test]
+async fn a_cancelled_run_stops_its_tools_and_still_ends_with_a_runner_completion() {
+    let server = ScriptedServer::start([Reply::tool_call("c1", "wait", "{}")])
+        .await
+        .unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+    let wait = {
+        let started_tx = started_tx.clone();
+        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
+            let started_tx = started_tx.clone();
+            async move {
+                if let Some(tx) = started_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                ctx.cancelled().await;
+                Ok::<_, ToolError>("stopped")
+            }
+        })
+        .unwrap()
+    };
+    let agent = agent("a", &server, false).tool(wait).build().unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = runner.run("u", "s", "wait", RunOptions::new());
+    started_rx.await.unwrap();
+    events.cancel();
+    let rest = events.collect_all().await;
+    assert!(
+        rest.last().is_some_and(Event::is_runner_completion),
+        "{rest:#?}"
+    );
+    assert!(
+        of(&rest, ObjectType::Error).is_empty(),
+        "cancelling is not an error"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no model call after the cancellation"
+    );
+}
