@@ -1,0 +1,306 @@
+//! MCP client round trip: latency and calls per second of `tools/call` for a trivial tool
+//! (`echo`), Toolbelt's client against the Python `mcp` SDK client driving the same server
+//! in the same run, over stdio and streamable HTTP.
+//!
+//! Servers: `@modelcontextprotocol/server-everything` (Node) and the Python SDK fixture
+//! server (`tests/fixtures/py_server.py`). Each client makes its calls over one session after
+//! a warm-up, once one after another (round-trip latency) and once with 16 calls in flight
+//! (throughput). The Python side is `benches/py_client_roundtrip.py`.
+//!
+//! ```text
+//! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench mcp_roundtrip
+//! ```
+//!
+//! `TOOLBELT_BENCH_CALLS` sets the number of measured calls per row (default 2000).
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use toolbelt_core::{Tool, ToolContext, ToolSet};
+use toolbelt_mcp::{ConnectionConfig, McpToolSet, TransportConfig};
+
+/// Calls made before measuring, by both clients.
+const WARMUP: usize = 50;
+
+/// The figures of one client against one server over one transport.
+struct Stats {
+    calls_per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+/// One server program, runnable over stdio and streamable HTTP.
+struct Server {
+    label: &'static str,
+    /// The stdio command line.
+    stdio: Vec<String>,
+    /// Starts the streamable HTTP server on a port; returns it and the MCP URL.
+    http: fn(u16) -> (Command, String),
+}
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn everything_entry() -> String {
+    manifest_dir()
+        .join(
+            "../../tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        )
+        .display()
+        .to_string()
+}
+
+fn python_fixture() -> String {
+    manifest_dir()
+        .join("tests/fixtures/py_server.py")
+        .display()
+        .to_string()
+}
+
+fn everything_http(port: u16) -> (Command, String) {
+    let mut command = Command::new("node");
+    command
+        .arg(everything_entry())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    (command, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn python_http(port: u16) -> (Command, String) {
+    let mut command = Command::new("python3");
+    command
+        .arg(python_fixture())
+        .arg("streamable-http")
+        .arg(port.to_string());
+    (command, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
+}
+
+/// An HTTP server child that is killed and reaped when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_http(server: &Server) -> (Running, String) {
+    let port = free_port();
+    let (mut command, url) = (server.http)(port);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = Running(command.spawn().expect("start the HTTP server"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("the server exited early with {status}");
+        }
+        assert!(Instant::now() < deadline, "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, url)
+}
+
+fn summarize(mut latencies: Vec<Duration>, total: Duration) -> Stats {
+    latencies.sort();
+    let at = |p: f64| {
+        let index = ((latencies.len() as f64 * p) as usize).min(latencies.len() - 1);
+        latencies[index].as_secs_f64() * 1e6
+    };
+    Stats {
+        calls_per_sec: latencies.len() as f64 / total.as_secs_f64(),
+        p50_us: at(0.50),
+        p99_us: at(0.99),
+    }
+}
+
+/// Toolbelt's client: the `echo` tool of an [`McpToolSet`], called through the `Tool`
+/// interface the executor uses (arguments as JSON text, mapped output), with `concurrency`
+/// calls in flight at a time over the one session.
+async fn ours(config: ConnectionConfig, calls: usize, concurrency: usize) -> Stats {
+    let set = McpToolSet::new("bench", config.with_timeout(Duration::from_secs(30)));
+    let ctx = ToolContext::new();
+    set.init(&ctx).await.expect("connect");
+    let echo = set
+        .tools(&ctx)
+        .await
+        .expect("list")
+        .into_iter()
+        .find(|t| t.name() == "echo")
+        .expect("an echo tool");
+    for i in 0..WARMUP {
+        let args = format!(r#"{{"message":"warm {i}"}}"#);
+        echo.call(ToolContext::new(), &args)
+            .await
+            .expect("warm-up call");
+    }
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|worker| {
+            let echo = echo.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(calls / concurrency + 1);
+                for i in (worker..calls).step_by(concurrency) {
+                    let args = format!(r#"{{"message":"call {i}"}}"#);
+                    let t0 = Instant::now();
+                    let out = echo.call(ToolContext::new(), &args).await.expect("call");
+                    latencies.push(t0.elapsed());
+                    assert!(!out.is_error, "call {i} failed: {}", out.llm_text());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(calls);
+    for worker in workers {
+        latencies.extend(worker.await.expect("a worker finished"));
+    }
+    let total = started.elapsed();
+    set.close().await.expect("close");
+    summarize(latencies, total)
+}
+
+/// The Python SDK client, run by `benches/py_client_roundtrip.py`.
+fn python(mode: &str, calls: usize, concurrency: usize, target: &[String]) -> Stats {
+    let script = manifest_dir().join("benches/py_client_roundtrip.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(mode)
+        .arg(calls.to_string())
+        .arg(concurrency.to_string())
+        .args(target)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run the Python client");
+    assert!(
+        out.status.success(),
+        "the Python client failed ({}); is `pip install -r tests/peers/requirements.txt` done?",
+        out.status
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let value: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+    let number = |key: &str| value[key].as_f64().expect("a number");
+    Stats {
+        calls_per_sec: number("calls_per_sec"),
+        p50_us: number("p50_us"),
+        p99_us: number("p99_us"),
+    }
+}
+
+fn row(
+    server: &str,
+    transport: &str,
+    in_flight: usize,
+    client: &str,
+    stats: &Stats,
+    python: Option<&Stats>,
+) {
+    let ratio = python
+        .map(|p| format!("{:.1}x", stats.calls_per_sec / p.calls_per_sec))
+        .unwrap_or_default();
+    println!(
+        "| {server:<18} | {transport:<15} | {in_flight:>9} | {client:<14} | {:>8.0} | {:>8.0} | {:>8.0} | {ratio:>5} |",
+        stats.calls_per_sec, stats.p50_us, stats.p99_us
+    );
+}
+
+/// Calls in flight at a time: one after another (latency), and many (throughput).
+const IN_FLIGHT: [usize; 2] = [1, 16];
+
+fn main() {
+    let calls: usize = std::env::var("TOOLBELT_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let servers = [
+        Server {
+            label: "server-everything",
+            stdio: vec!["node".into(), everything_entry(), "stdio".into()],
+            http: everything_http,
+        },
+        Server {
+            label: "Python SDK fixture",
+            stdio: vec!["python3".into(), python_fixture(), "stdio".into()],
+            http: python_http,
+        },
+    ];
+    assert!(
+        Path::new(&everything_entry()).is_file(),
+        "install the npm peers first: cd tests/peers && npm ci"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+
+    println!("MCP tools/call round trip of `echo`, {calls} calls per row over one session");
+    println!();
+    println!(
+        "| server             | transport       | in flight | client         |  calls/s |   p50 us |   p99 us | vs py |"
+    );
+    println!(
+        "|--------------------|-----------------|-----------|----------------|----------|----------|----------|-------|"
+    );
+    for server in &servers {
+        for in_flight in IN_FLIGHT {
+            let config = ConnectionConfig::new(TransportConfig::stdio(
+                server.stdio[0].clone(),
+                server.stdio[1..].to_vec(),
+            ));
+            let py = python("stdio", calls, in_flight, &server.stdio);
+            let toolbelt = runtime.block_on(ours(config, calls, in_flight));
+            row(
+                server.label,
+                "stdio",
+                in_flight,
+                "Python mcp SDK",
+                &py,
+                None,
+            );
+            row(
+                server.label,
+                "stdio",
+                in_flight,
+                "toolbelt",
+                &toolbelt,
+                Some(&py),
+            );
+        }
+        for in_flight in IN_FLIGHT {
+            let (_running, url) = start_http(server);
+            let py = python("http", calls, in_flight, std::slice::from_ref(&url));
+            let config = ConnectionConfig::new(TransportConfig::streamable_http(url));
+            let toolbelt = runtime.block_on(ours(config, calls, in_flight));
+            let transport = "streamable HTTP";
+            row(
+                server.label,
+                transport,
+                in_flight,
+                "Python mcp SDK",
+                &py,
+                None,
+            );
+            row(
+                server.label,
+                transport,
+                in_flight,
+                "toolbelt",
+                &toolbelt,
+                Some(&py),
+            );
+        }
+    }
+}
