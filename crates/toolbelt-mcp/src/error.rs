@@ -210,3 +210,34 @@ pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> F
     }
     FailureKind::Connection
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_streamable_http_requests_are_classified_by_status() {
+        /// An error that is only its message, as rmcp's streamable HTTP errors are.
+        #[derive(Debug, thiserror::Error)]
+        #[error("{0}")]
+        struct Message(String);
+        let classify = |text: &str| classify_error_chain(&Message(text.to_string()));
+        let refused = |status: &str| format!("unexpected server response: HTTP {status}: body");
+        assert_eq!(
+            classify(&refused("401 Unauthorized")),
+            FailureKind::Configuration
+        );
+        assert_eq!(
+            classify(&refused("403 Forbidden")),
+            FailureKind::Configuration
+        );
+        assert_eq!(
+            classify(&refused("500 Internal Server Error")),
+            FailureKind::Server
+        );
+        assert_eq!(
+            classify("Session expired (HTTP 404)"),
+            FailureKind::Connection
+        );
+    }
+}

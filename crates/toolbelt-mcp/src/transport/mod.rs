@@ -84,3 +84,42 @@ pub(crate) fn parse_header(name: &str, value: &str) -> Result<(HeaderName, Heade
         .map_err(|_| format!("the value of header {name:?} is not valid in HTTP"))?;
     Ok((header_name, header_value))
 }
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonRpcRequest, RequestId};
+
+    use super::*;
+
+    fn call_with_injected(headers: serde_json::Value) -> ClientJsonRpcMessage {
+        let mut meta = serde_json::Map::new();
+        meta.insert(HEADERS_META_KEY.into(), headers);
+        meta.insert("trace".into(), Value::String("keep".into()));
+        let mut params = CallToolRequestParams::new("echo");
+        params.meta = Some(rmcp::model::RequestMetaObject::from(meta));
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        JsonRpcMessage::Request(JsonRpcRequest::new(RequestId::Number(1), request))
+    }
+
+    #[test]
+    fn injected_headers_are_taken_out_of_the_message_before_it_is_sent() {
+        let mut message = call_with_injected(serde_json::json!({"X-User": "alice"}));
+        let taken = take_injected_headers(&mut message);
+        assert_eq!(taken, [("X-User".to_string(), "alice".to_string())]);
+        let wire = serde_json::to_value(&message).unwrap();
+        assert!(
+            wire["params"]["_meta"].get(HEADERS_META_KEY).is_none(),
+            "{wire}"
+        );
+        assert_eq!(wire["params"]["_meta"]["trace"], "keep", "{wire}");
+        // A second look finds nothing.
+        assert!(take_injected_headers(&mut message).is_empty());
+    }
+
+    #[test]
+    fn injected_values_that_are_not_strings_are_ignored() {
+        let mut message = call_with_injected(serde_json::json!({"X-Count": 3, "X-Ok": "y"}));
+        let taken = take_injected_headers(&mut message);
+        assert_eq!(taken, [("X-Ok".to_string(), "y".to_string())]);
+    }
+}
