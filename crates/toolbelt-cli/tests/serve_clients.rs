@@ -138,6 +138,21 @@ fn a_python_client_cancellation_kills_the_running_bash_command() {
     assert_eq!(report["read_after_cancel"]["is_error"], false, "{report}");
 }
 
+fn assert_list_changed(report: &Value) {
+    let names = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (before, after) = (names("before"), names("after"));
+    assert!(!before.iter().any(|n| n == "late_tool"), "{before:?}");
+    assert!(after.iter().any(|n| n == "late_tool"), "{after:?}");
+    assert_eq!(report["late"]["text"], "I am late_tool", "{report}");
+}
+
 #[test]
 fn clients_hear_list_changed_when_an_aggregated_server_adds_a_tool() {
     let served = Served::new();
@@ -147,21 +162,17 @@ fn clients_hear_list_changed_when_an_aggregated_server_adds_a_tool() {
         &served,
         None,
     );
-    let before: Vec<&str> = report["before"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let after: Vec<&str> = report["after"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert!(!before.contains(&"late_tool"), "{before:?}");
-    assert!(after.contains(&"late_tool"), "{after:?}");
-    assert_eq!(report["late"]["text"], "I am late_tool", "{report}");
+    assert_list_changed(&report);
+}
+
+#[test]
+fn http_clients_hear_list_changed_on_their_session_stream() {
+    let served = Served::new();
+    let mut server = HttpServe::start(&served.serve_args());
+    let target = vec!["http".to_string(), server.url.clone()];
+    let report = python_client("list_changed", &target, &served, None);
+    assert_list_changed(&report);
+    assert!(server.terminate().success());
 }
 
 fn typescript_client(target: &[String], served: &Served, token: Option<&str>) -> Value {
