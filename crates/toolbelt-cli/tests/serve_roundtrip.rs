@@ -273,3 +273,26 @@ fn http_only_flags_are_refused_in_stdio_mode() {
     assert!(stderr.contains("--http only"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
+
+#[test]
+fn read_only_serves_no_file_changing_tools() {
+    let (stdout, _) = raw_stdio(&["--read-only"], &[INITIALIZE, INITIALIZED, LIST]);
+    let listing: serde_json::Value =
+        serde_json::from_str(stdout.iter().find(|l| l.contains("\"id\":2")).unwrap()).unwrap();
+    let names: Vec<&str> = listing["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"Read") && names.contains(&"Grep"),
+        "{names:?}"
+    );
+    for writer in ["Write", "Edit", "NotebookEdit"] {
+        assert!(
+            !names.contains(&writer),
+            "{writer} served in --read-only: {names:?}"
+        );
+    }
+}
