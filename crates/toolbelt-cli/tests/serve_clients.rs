@@ -138,6 +138,19 @@ fn a_python_client_cancellation_kills_the_running_bash_command() {
     assert_eq!(report["read_after_cancel"]["is_error"], false, "{report}");
 }
 
+#[test]
+fn a_cancellation_reaches_the_aggregated_server_running_the_call() {
+    let served = Served::new();
+    let report = python_client(
+        "cancel_aggregated",
+        &stdio_target(&served.serve_args()),
+        &served,
+        None,
+    );
+    assert_eq!(report["marker"], "cancelled", "{report}");
+    assert_eq!(report["outcome"], serde_json::json!({}), "{report}");
+}
+
 fn assert_list_changed(report: &Value) {
     let names = |key: &str| -> Vec<String> {
         report[key]

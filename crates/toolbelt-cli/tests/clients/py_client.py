@@ -14,6 +14,8 @@ Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
     cancel        start a long Bash command, send notifications/cancelled for it, then call
                   Read on the same session; report the command's process ids
     list_changed  have an aggregated server add a tool; wait for tools/list_changed; list again
+    cancel_aggregated  start the aggregated Python server's `sleep`, cancel it, and wait for
+                  the marker file that server writes when its call is cancelled
     streaming     call the `count` streaming tool with a progress callback and the typed
                   `stats` tool (output schema) of toolbelt-mcp's in-process server test
 """
@@ -160,6 +162,34 @@ async def cancel():
         }
 
 
+async def cancel_aggregated():
+    marker = os.path.join(os.environ["TOOLBELT_TEST_DIR"], "cancelled.marker")
+    async with connect() as session:
+        request_id = session._request_id
+        outcome = {}
+
+        async def long_call():
+            try:
+                outcome["result"] = describe(await session.call_tool("sleep", {"seconds": 120}))
+            except McpError as err:
+                outcome["rpc_error"] = err.error.message
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(long_call)
+            # Give the call time to reach the aggregated server (nothing to wait on there).
+            await asyncio.sleep(1.5)
+            await session.send_notification(
+                types.ClientNotification(
+                    types.CancelledNotification(
+                        params=types.CancelledNotificationParams(requestId=request_id)
+                    )
+                )
+            )
+            await wait_for_file(marker)
+            group.cancel_scope.cancel()
+        return {"marker": open(marker).read(), "outcome": outcome}
+
+
 async def list_changed():
     changed = asyncio.Event()
 
@@ -198,7 +228,7 @@ async def streaming():
         }
 
 
-SCENARIOS = {"streaming": streaming, "tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
+SCENARIOS = {"cancel_aggregated": cancel_aggregated, "streaming": streaming, "tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
 
 if __name__ == "__main__":
     report = anyio.run(SCENARIOS[SCENARIO])

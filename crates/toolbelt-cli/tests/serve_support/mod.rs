@@ -64,7 +64,10 @@ impl Served {
         );
         let config = serde_json::json!({"mcpServers": {
             "everything": {"command": "node", "args": [everything]},
-            "py": {"command": "python3", "args": [py, "stdio"]},
+            "py": {"command": "python3", "args": [py, "stdio"], "env": {
+                // The fixture writes this file when a call of its `sleep` is cancelled.
+                "TOOLBELT_CANCEL_MARKER": dir.path().join("cancelled.marker").display().to_string(),
+            }},
         }});
         std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
         Self { dir }
