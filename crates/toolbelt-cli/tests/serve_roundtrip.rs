@@ -203,9 +203,10 @@ fn stdio_mode_writes_only_protocol_to_stdout_and_logs_to_stderr() {
 #[test]
 fn tools_and_exclude_tools_narrow_what_is_served() {
     let call_grep = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"Grep","arguments":{"pattern":"x"}}}"#;
+    let call_typo = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"Grepp","arguments":{}}}"#;
     let (stdout, _) = raw_stdio(
         &["--tools", "Read,Glob,Grep", "--exclude-tools", "Grep"],
-        &[INITIALIZE, INITIALIZED, LIST, call_grep],
+        &[INITIALIZE, INITIALIZED, LIST, call_grep, call_typo],
     );
     let listing: serde_json::Value = serde_json::from_str(
         stdout
@@ -225,6 +226,10 @@ fn tools_and_exclude_tools_narrow_what_is_served() {
     let refused: serde_json::Value =
         serde_json::from_str(stdout.iter().find(|l| l.contains("\"id\":3")).unwrap()).unwrap();
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // No "did you mean" that would name a hidden tool.
+    let typo: serde_json::Value =
+        serde_json::from_str(stdout.iter().find(|l| l.contains("\"id\":4")).unwrap()).unwrap();
+    assert_eq!(typo["error"]["message"], "unknown tool \"Grepp\"", "{typo}");
 }
 
 #[test]

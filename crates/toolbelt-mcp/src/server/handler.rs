@@ -181,13 +181,18 @@ impl ToolServer {
             ctx = ctx.with_progress(forwarder.sink());
         }
         let tool = self.executor.registry().get(&request.name);
-        if let (Some(filter), Some(tool)) = (&self.filter, &tool)
-            && !filter.allows(&ctx, tool.as_ref())
-        {
-            return Err(RpcError::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
+        if let Some(filter) = &self.filter {
+            // A hidden tool is unknown; and the executor's "did you mean" could name hidden
+            // tools, so with a filter an unknown name gets no suggestions.
+            let visible = tool
+                .as_ref()
+                .is_some_and(|t| filter.allows(&ctx, t.as_ref()));
+            if !visible {
+                return Err(RpcError::invalid_params(
+                    format!("unknown tool {:?}", request.name),
+                    None,
+                ));
+            }
         }
         let declares_output_schema = tool
             .as_ref()
