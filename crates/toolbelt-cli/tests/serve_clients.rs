@@ -36,7 +36,7 @@ fn assert_tour(report: &Value) {
     // structuredContent is sent.
     assert_eq!(
         report["read"],
-        serde_json::json!({"is_error": false, "text": "     1\thello world\n     2\tneedle here\n", "structured": null})
+        serde_json::json!({"is_error": false, "text": "     1\thello world\n     2\tneedle here\n", "structured": null, "types": ["text"]})
     );
     assert_eq!(report["grep"]["is_error"], false);
     assert_eq!(report["grep"]["text"], "hello.txt:2:needle here");
@@ -47,6 +47,18 @@ fn assert_tour(report: &Value) {
     assert_eq!(
         report["weather"]["structured"],
         serde_json::json!({"city": "Oslo", "temperature": 21.5, "conditions": "sunny"})
+    );
+
+    // Images and resource links are relayed as such, in order, without a text summary added.
+    assert_eq!(
+        report["image"]["types"],
+        serde_json::json!(["text", "image", "text"]),
+        "{report}"
+    );
+    assert_eq!(
+        report["links"]["types"],
+        serde_json::json!(["text", "resource_link", "resource_link"]),
+        "{report}"
     );
 
     // Validation errors and result-level failures are results with isError; an unknown tool

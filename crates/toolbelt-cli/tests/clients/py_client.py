@@ -62,6 +62,7 @@ def describe(result: types.CallToolResult) -> dict:
         "is_error": bool(result.isError),
         "text": "".join(c.text for c in result.content if isinstance(c, types.TextContent)),
         "structured": result.structuredContent,
+        "types": [c.type for c in result.content],
     }
 
 
@@ -94,6 +95,8 @@ async def tour():
             "echo": await call(session, "echo", {"message": "through toolbelt"}),
             "py_echo": await call(session, "py_echo", {"message": "prefixed"}),
             "weather": await call(session, "weather", {"city": "Oslo"}),
+            "image": await call(session, "get-tiny-image", {}),
+            "links": await call(session, "get-resource-links", {"count": 2}),
             "read_invalid": await call(session, "Read", {"file_path": 42}),
             "read_missing": await call(session, "Read", {"file_path": "no/such/file.txt"}),
             "unknown": await call(session, "NoSuchTool", {}),
