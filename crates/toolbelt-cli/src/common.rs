@@ -10,7 +10,7 @@ use clap::Args;
 use toolbelt::ToolError;
 use toolbelt::builtin::fs::ReadState;
 use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt::exec::{Registry, ToolSetRefresh};
+use toolbelt::exec::{CallResult, Executor, Registry, ToolCall, ToolSetRefresh, ToolSnapshot};
 use toolbelt::mcp::{McpServersFile, McpToolSet};
 use toolbelt::{ToolContext, ToolSet};
 
@@ -225,4 +225,32 @@ pub async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// The argument text of a call: `raw` itself, or standard input when `raw` is `-`.
+pub fn read_arguments(raw: &str) -> Result<String, CliError> {
+    if raw != "-" {
+        return Ok(raw.to_string());
+    }
+    std::io::read_to_string(std::io::stdin())
+        .map_err(|e| CliError::usage(format!("cannot read the arguments from stdin: {e}")))
+}
+
+/// Runs one call through `executor`, resolving its name in `snapshot`. Ctrl-C or SIGTERM
+/// cancels it: a running Bash command's process group is killed, an MCP server is sent
+/// `notifications/cancelled`, before the command closes its tool sets.
+pub async fn execute_until_signal(
+    executor: &Executor,
+    snapshot: &ToolSnapshot,
+    ctx: ToolContext,
+    call: &ToolCall,
+) -> CallResult {
+    let token = ctx.cancellation().clone();
+    let watcher = tokio::spawn(async move {
+        shutdown_signal().await;
+        token.cancel();
+    });
+    let result = executor.execute_in(snapshot, ctx, call).await;
+    watcher.abort();
+    result
 }

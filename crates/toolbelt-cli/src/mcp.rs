@@ -12,12 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
-use serde_json::json;
 use toolbelt::exec::{Executor, Registry, Timeout, ToolCall, ToolSetRefresh};
 use toolbelt::mcp::{ConnectionConfig, McpServersFile, McpToolSet, TransportConfig};
-use toolbelt::{Declaration, ToolContext, ToolError, ToolOutput, ToolSet};
+use toolbelt::{Declaration, ToolContext, ToolError, ToolSet};
 
-use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, shutdown_signal};
+use crate::common::{
+    CliError, EXIT_OK, Outcome, execute_until_signal, read_arguments, shutdown_signal,
+};
+use crate::output::{View, print_listing, print_output};
 
 /// How many times the session is re-established when the server goes away during a call.
 const RECONNECT_ATTEMPTS: u8 = 1;
@@ -92,7 +94,8 @@ pub struct CallArgs {
     /// `notifications/cancelled`.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     timeout: u64,
-    /// Print `{is_error, content, blocks, structured, meta}` as JSON instead of the text.
+    /// Print `{is_error, content, user_content, blocks, structured, meta}` as JSON instead
+    /// of the text.
     #[arg(long)]
     json: bool,
 }
@@ -214,44 +217,12 @@ async fn tools(args: ToolsArgs) -> Outcome {
     close(&set).await;
     let tools = listed.map_err(|e| CliError::usage(e.to_string()))?;
     let declarations: Vec<&Declaration> = tools.iter().map(|t| t.declaration()).collect();
-    if args.json {
-        let listing: Vec<_> = declarations.iter().map(|d| declaration_json(d)).collect();
-        println!("{}", serde_json::Value::Array(listing));
-    } else {
-        let width = declarations
-            .iter()
-            .map(|d| d.name.as_str().len())
-            .max()
-            .unwrap_or(0);
-        for d in &declarations {
-            println!("{:width$}  {}", d.name.as_str(), first_line(&d.description));
-        }
-    }
+    print_listing(&declarations, args.json);
     Ok(EXIT_OK)
 }
 
-fn declaration_json(d: &Declaration) -> serde_json::Value {
-    json!({
-        "name": d.name.as_str(),
-        "description": d.description,
-        "input_schema": d.input_schema,
-        "output_schema": d.output_schema,
-        "annotations": {
-            "read_only": d.meta.read_only,
-            "destructive": d.meta.destructive,
-            "idempotent": d.meta.idempotent,
-            "open_world": d.meta.open_world,
-        },
-    })
-}
-
 async fn call(args: CallArgs) -> Outcome {
-    let raw_args = if args.args == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| CliError::usage(format!("cannot read the arguments from stdin: {e}")))?
-    } else {
-        args.args.clone()
-    };
+    let raw_args = read_arguments(&args.args)?;
     let ctx = ToolContext::for_call("cli");
     let set = open(&args.server, &ctx).await?;
     let registry = Arc::new(Registry::new());
@@ -268,37 +239,13 @@ async fn call(args: CallArgs) -> Outcome {
     let executor = Executor::builder(registry)
         .middleware(Timeout::new(Duration::from_secs(args.timeout.max(1))))
         .build();
-
-    // Ctrl-C or SIGTERM cancels the call: the server is sent notifications/cancelled, then
-    // the session is closed and a stdio child reaped.
-    let token = ctx.cancellation().clone();
-    let watcher = tokio::spawn(async move {
-        shutdown_signal().await;
-        token.cancel();
-    });
     let call = ToolCall::new("cli", args.tool.as_str(), raw_args);
-    let result = executor.execute_in(&snapshot, ctx, &call).await;
-    watcher.abort();
+    let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
     close(&set).await;
 
     let output = result.result.map_err(|e| call_error(&e))?;
-    if args.json {
-        println!("{}", output_json(&output));
-    } else if output.is_error {
-        eprintln!("{}", output.llm_text());
-    } else {
-        let text = output.llm_text();
-        if text.ends_with('\n') {
-            print!("{text}");
-        } else {
-            println!("{text}");
-        }
-    }
-    Ok(if output.is_error {
-        EXIT_TOOL_FAILED
-    } else {
-        EXIT_OK
-    })
+    let view = if args.json { View::Json } else { View::Model };
+    Ok(print_output(&output, view))
 }
 
 /// A connection lost for good during the call is a server that cannot be reached (exit 2),
@@ -308,21 +255,6 @@ fn call_error(err: &ToolError) -> CliError {
         ToolError::Transient(_) => CliError::usage(err.to_string()),
         _ => CliError::from_tool_error(err),
     }
-}
-
-fn output_json(output: &ToolOutput) -> serde_json::Value {
-    json!({
-        "is_error": output.is_error,
-        "content": output.llm_text(),
-        "blocks": output.blocks,
-        "structured": output.structured,
-        "meta": output.meta,
-    })
-}
-
-/// The first line of a description, for a one-line listing.
-fn first_line(description: &str) -> &str {
-    description.lines().next().unwrap_or("")
 }
 
 #[cfg(test)]

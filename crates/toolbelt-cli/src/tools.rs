@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
 use toolbelt::ToolContext;
 use toolbelt::builtin::fs::ReadState;
 use toolbelt::exec::{Executor, Timeout, ToolCall};
 
 use crate::common::{
-    CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome, ToolSourceArgs, Toolbox, shutdown_signal,
+    CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, execute_until_signal, read_arguments,
 };
+use crate::output::{View, print_listing, print_output};
 
 /// `toolbelt tools …`
 #[derive(Subcommand, Debug)]
@@ -38,7 +38,8 @@ pub enum ToolsCommand {
 pub struct ListArgs {
     #[command(flatten)]
     sources: ToolSourceArgs,
-    /// Print a JSON array of `{name, description, input_schema}` instead.
+    /// Print a JSON array of `{name, description, input_schema, output_schema,
+    /// annotations}` instead.
     #[arg(long)]
     json: bool,
 }
@@ -68,7 +69,8 @@ pub struct CallArgs {
     /// the model reads.
     #[arg(long, conflicts_with = "json")]
     user_view: bool,
-    /// Print `{is_error, content, user_content, structured}` as JSON instead of the text.
+    /// Print `{is_error, content, user_content, blocks, structured, meta}` as JSON instead
+    /// of the text.
     #[arg(long)]
     json: bool,
 }
@@ -84,44 +86,14 @@ pub async fn run(command: ToolsCommand) -> Outcome {
 async fn list(args: ListArgs) -> Outcome {
     let toolbox = Toolbox::open(&args.sources, None)?;
     let snapshot = toolbox.list(&ToolContext::new()).await;
-    let declarations = snapshot.declarations();
     toolbox.close().await;
-    if args.json {
-        let listing: Vec<_> = declarations
-            .iter()
-            .map(|d| {
-                json!({
-                    "name": d.name.as_str(),
-                    "description": d.description,
-                    "input_schema": d.input_schema,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::Value::Array(listing));
-    } else {
-        let width = declarations
-            .iter()
-            .map(|d| d.name.as_str().len())
-            .max()
-            .unwrap_or(0);
-        for d in &declarations {
-            println!(
-                "{:width$}  {}",
-                d.name.as_str(),
-                first_sentence(&d.description)
-            );
-        }
-    }
+    let tools: Vec<_> = snapshot.tools().map(|t| t.declaration()).collect();
+    print_listing(&tools, args.json);
     Ok(EXIT_OK)
 }
 
 async fn call(args: CallArgs) -> Outcome {
-    let raw_args = if args.args == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| CliError::usage(format!("cannot read the arguments from stdin: {e}")))?
-    } else {
-        args.args.clone()
-    };
+    let raw_args = read_arguments(&args.args)?;
     let read_state = match &args.session {
         Some(path) => Some(Arc::new(load_session(path)?)),
         None => None,
@@ -133,17 +105,8 @@ async fn call(args: CallArgs) -> Outcome {
         .repair_json(args.repair_json)
         .middleware(Timeout::new(Duration::from_secs(args.timeout)))
         .build();
-
-    // Ctrl-C or SIGTERM cancels the call: a running Bash command's process group is killed
-    // before the tool sets are closed.
-    let token = ctx.cancellation().clone();
-    let watcher = tokio::spawn(async move {
-        shutdown_signal().await;
-        token.cancel();
-    });
     let call = ToolCall::new("cli", args.name.as_str(), raw_args);
-    let result = executor.execute_in(&snapshot, ctx, &call).await;
-    watcher.abort();
+    let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
 
     if let Some(path) = &args.session {
         save_session(path, toolbox.builtin.read_state())?;
@@ -151,44 +114,14 @@ async fn call(args: CallArgs) -> Outcome {
     toolbox.close().await;
 
     let output = result.result.map_err(|e| CliError::from_tool_error(&e))?;
-    if args.json {
-        let record = json!({
-            "is_error": output.is_error,
-            "content": output.llm_text(),
-            "user_content": output.user_text(),
-            "structured": output.structured,
-        });
-        println!("{record}");
-    } else if output.is_error {
-        eprintln!("{}", output.llm_text());
+    let view = if args.json {
+        View::Json
     } else if args.user_view {
-        print_text(&output.user_text());
+        View::User
     } else {
-        print_text(&output.llm_text());
-    }
-    Ok(if output.is_error {
-        EXIT_TOOL_FAILED
-    } else {
-        EXIT_OK
-    })
-}
-
-/// The first sentence (or line) of a description, for a one-line listing.
-fn first_sentence(description: &str) -> &str {
-    let line = description.lines().next().unwrap_or("");
-    match line.find(". ") {
-        Some(end) => &line[..=end],
-        None => line,
-    }
-}
-
-/// Prints `text`, ending it with one newline.
-fn print_text(text: &str) {
-    if text.ends_with('\n') {
-        print!("{text}");
-    } else {
-        println!("{text}");
-    }
+        View::Model
+    };
+    Ok(print_output(&output, view))
 }
 
 /// The read state saved in `path`, or a new session when the file does not exist yet.
