@@ -86,7 +86,12 @@ pub fn init_logging(level: &str) -> Result<(), CliError> {
     use tracing_subscriber::EnvFilter;
     let filter = match std::env::var("TOOLBELT_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives),
-        _ => EnvFilter::try_new(level),
+        // rmcp logs a failed connection at ERROR level although the command reports it
+        // itself; its own lines appear from `--log-level debug` on.
+        _ => match level {
+            "debug" | "trace" => EnvFilter::try_new(level),
+            _ => EnvFilter::try_new(format!("{level},rmcp=off")),
+        },
     }
     .map_err(|e| CliError::usage(format!("invalid log level {level:?}: {e}")))?;
     tracing_subscriber::fmt()

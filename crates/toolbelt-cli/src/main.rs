@@ -21,7 +21,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     /// How much to log to stderr: error, warn, info, debug or trace (`TOOLBELT_LOG`, an
     /// env-filter directive, overrides it).
-    #[arg(long, global = true, value_name = "LEVEL", default_value = "warn")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        default_value = "warn",
+        value_parser = ["off", "error", "warn", "info", "debug", "trace"]
+    )]
     log_level: String,
     #[command(subcommand)]
     command: Option<Command>,
