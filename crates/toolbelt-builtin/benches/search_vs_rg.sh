@@ -11,7 +11,7 @@
 # same work; the tests check that their outputs are byte-identical.
 set -euo pipefail
 
-tree=${1:-$(ls -d "$HOME"/.cargo/registry/src/*/ | head -n 1)}
+if [ -n "${1:-}" ]; then tree=$1; else for tree in "$HOME"/.cargo/registry/src/*/; do break; done; fi
 tree=$(cd "$tree" && pwd)
 bin=${TOOLBELT:-$(cd "$(dirname "$0")/../../.." && pwd)/target/release/toolbelt}
 if [ -n "${CARGO_TARGET_DIR:-}" ] && [ -z "${TOOLBELT:-}" ]; then
@@ -48,10 +48,10 @@ hyperfine --warmup 2 --runs 10 --style basic \
 echo "== Glob **/*.rs (the tool sorts every match, then keeps the first 100)"
 hyperfine --warmup 2 --runs 10 --style basic \
   -n "Glob tool" "$bin tools call Glob '{\"pattern\":\"**/*.rs\"}' --dir '$tree' > /dev/null" \
-  -n "fd --glob | sort" "$fd --glob --full-path --type f --hidden --no-require-git -E .git --color never --strip-cwd-prefix '$tree/**/*.rs' | LC_ALL=C sort > /dev/null"
+  -n "fd --glob | sort" "$fd --glob --full-path --type f --hidden -E .git --color never --strip-cwd-prefix '$tree/**/*.rs' | LC_ALL=C sort > /dev/null"
 
 echo "== Peak memory (max RSS) of Grep content with head_limit 50: one crate vs the whole tree"
-one=$(ls -d "$tree"/*/ | head -n 1)
+for one in "$tree"/*/; do break; done # the first crate (no `ls | head`: SIGPIPE under pipefail)
 for dir in "$one" "$tree"; do
   kb=$(/usr/bin/time -f %M "$bin" tools call Grep \
     '{"pattern":"fn ","output_mode":"content","head_limit":50}' --dir "$dir" 2>&1 >/dev/null | tail -n 1)
