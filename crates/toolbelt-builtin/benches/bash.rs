@@ -5,11 +5,16 @@
 //! - `tokio_process_bash_c_true`: the direct spawn.
 //! - `process_backend_true`: the tool's process backend alone (process group, one pipe for
 //!   both streams read to the end, wait, check for leftovers in the group).
+//! - `process_backend_absolute_bash_true`: the same with the shell given as an absolute path
+//!   (with `PATH` in a replaced environment and a bare program name, the standard library
+//!   cannot use `posix_spawn` and falls back to fork and exec).
 //! - `bash_tool_true`: the whole tool call (argument decoding, environment, policy check,
 //!   output capture and cap, result formatting).
-//! - `paired_overhead`: each iteration runs the direct spawn and the tool call back to back
-//!   (alternating which goes first) and counts only the tool's extra time, so load from other
-//!   processes on the machine hits both sides alike and mostly cancels out.
+//! - After those, a paired report (printed, not a criterion measurement): 400 pairs of a
+//!   direct spawn and a tool call back to back, alternating which goes first, and the median of
+//!   the per-pair differences. Load from other processes hits both sides of a pair alike, so
+//!   this number is steadier than the difference of the two criterion means on a busy
+//!   machine. (The difference can be negative in a pair, which criterion cannot measure.)
 //!
 //! Rerun: `CARGO_TARGET_DIR=/work/target/bench cargo bench -p toolbelt-builtin --bench bash`
 
@@ -55,6 +60,14 @@ async fn backend_run(backend: &LocalProcessBackend, base: &Path) {
     assert_eq!(outcome.code, Some(0));
 }
 
+/// The absolute path of `bash` on `PATH`.
+fn which_bash() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("bash"))
+        .find(|candidate| candidate.is_file())
+        .expect("bash on PATH")
+}
+
 async fn tool_call(bash: &DynTool) {
     let out = bash
         .call(ToolContext::new(), r#"{"command":"true"}"#)
@@ -63,28 +76,42 @@ async fn tool_call(bash: &DynTool) {
     assert!(!out.is_error);
 }
 
-async fn paired(bash: &DynTool, base: &Path, iters: u64) -> Duration {
-    let (mut tool, mut direct) = (Duration::ZERO, Duration::ZERO);
-    for i in 0..iters {
-        let timed_direct = async {
+/// Runs `pairs` alternating pairs and prints the medians (see the module doc).
+async fn paired_report(bash: &DynTool, base: &Path, pairs: usize) {
+    let (mut direct, mut tool, mut differences) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs {
+        let time_direct = async {
             let start = Instant::now();
             direct_spawn(base).await;
-            start.elapsed()
+            start.elapsed().as_secs_f64() * 1e3
         };
-        let timed_tool = async {
+        let time_tool = async {
             let start = Instant::now();
             tool_call(bash).await;
-            start.elapsed()
+            start.elapsed().as_secs_f64() * 1e3
         };
-        if i % 2 == 0 {
-            direct += timed_direct.await;
-            tool += timed_tool.await;
+        let (d, t) = if i % 2 == 0 {
+            let d = time_direct.await;
+            (d, time_tool.await)
         } else {
-            tool += timed_tool.await;
-            direct += timed_direct.await;
-        }
+            let t = time_tool.await;
+            (time_direct.await, t)
+        };
+        direct.push(d);
+        tool.push(t);
+        differences.push(t - d);
     }
-    tool.saturating_sub(direct)
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    println!(
+        "bash_true/paired ({pairs} pairs): direct median {:.3} ms, tool median {:.3} ms, \
+         median per-pair overhead {:.3} ms",
+        median(&mut direct),
+        median(&mut tool),
+        median(&mut differences)
+    );
 }
 
 fn bash_overhead(c: &mut Criterion) {
@@ -110,14 +137,16 @@ fn bash_overhead(c: &mut Criterion) {
     group.bench_function("process_backend_true", |b| {
         b.to_async(&runtime).iter(|| backend_run(&backend, &base))
     });
+    let bash_path = which_bash();
+    let absolute = LocalProcessBackend::new().with_shell(&bash_path);
+    group.bench_function("process_backend_absolute_bash_true", |b| {
+        b.to_async(&runtime).iter(|| backend_run(&absolute, &base))
+    });
     group.bench_function("bash_tool_true", |b| {
         b.to_async(&runtime).iter(|| tool_call(&bash))
     });
-    group.bench_function("paired_overhead", |b| {
-        b.to_async(&runtime)
-            .iter_custom(|iters| paired(&bash, &base, iters))
-    });
     group.finish();
+    runtime.block_on(paired_report(&bash, &base, 400));
     runtime.block_on(shell.close());
 }
 
