@@ -33,19 +33,20 @@ const PAGE: &str = r#"<!DOCTYPE html>
 <script>document.write("nor this")</script>
 </body></html>"#;
 
-/// Bytes the `/huge` route produced before its client went away.
-static HUGE_SENT: AtomicUsize = AtomicUsize::new(0);
 const HUGE_TOTAL: usize = 64 * 1024 * 1024;
 
-fn huge_body() -> Body {
+/// A 64 MiB body streamed in 64 KiB chunks, counting in `sent_total` the bytes it produced before
+/// its client went away.
+fn huge_body(sent_total: Arc<AtomicUsize>) -> Body {
     let chunk = vec![b'x'; 64 * 1024];
     let stream = futures::stream::unfold(0usize, move |sent| {
         let chunk = chunk.clone();
+        let sent_total = sent_total.clone();
         async move {
             if sent >= HUGE_TOTAL {
                 return None;
             }
-            HUGE_SENT.fetch_add(chunk.len(), Ordering::SeqCst);
+            sent_total.fetch_add(chunk.len(), Ordering::SeqCst);
             Some((Ok::<_, std::io::Error>(chunk.clone()), sent + chunk.len()))
         }
     });
@@ -53,6 +54,11 @@ fn huge_body() -> Body {
 }
 
 fn site() -> Router {
+    site_counting(Arc::default())
+}
+
+/// The test site; `/huge` counts what it sends in `huge_sent`.
+fn site_counting(huge_sent: Arc<AtomicUsize>) -> Router {
     Router::new()
         .route(
             "/page",
@@ -104,11 +110,14 @@ fn site() -> Router {
         )
         .route(
             "/huge",
-            get(|| async {
-                Response::builder()
-                    .header(header::CONTENT_TYPE, "text/plain")
-                    .body(huge_body())
-                    .unwrap()
+            get(move || {
+                let huge_sent = huge_sent.clone();
+                async move {
+                    Response::builder()
+                        .header(header::CONTENT_TYPE, "text/plain")
+                        .body(huge_body(huge_sent))
+                        .unwrap()
+                }
             }),
         )
         .route(
@@ -214,7 +223,8 @@ async fn binary_content_is_refused_declared_or_sniffed() {
 
 #[tokio::test]
 async fn body_limit_stops_reading_an_oversized_stream() {
-    let server = TestServer::start(site()).await;
+    let huge_sent = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(site_counting(huge_sent.clone())).await;
     let tool = fetch_tool(local_options().with_max_body_bytes(64 * 1024));
     let out = fetch(&tool, &server.url("/huge")).await.unwrap();
     assert!(!out.is_error);
@@ -229,7 +239,7 @@ async fn body_limit_stops_reading_an_oversized_stream() {
     assert_eq!(meta["body_truncated"], true);
     // The server was stopped long before it could send everything: the limit was applied
     // while streaming, not after downloading the body.
-    let sent = HUGE_SENT.load(Ordering::SeqCst);
+    let sent = huge_sent.load(Ordering::SeqCst);
     assert!(sent < HUGE_TOTAL / 2, "{sent} bytes were produced");
 }
 
