@@ -153,6 +153,14 @@ fn site_counting(huge_sent: Arc<AtomicUsize>) -> Router {
                 )
             }),
         )
+        // Same host under the www rule: followed, so the hop is checked again.
+        .route(
+            "/to-www",
+            get(|headers: axum::http::HeaderMap| async move {
+                let host = headers[header::HOST].to_str().unwrap().to_string();
+                Redirect::temporary(&format!("http://www.{host}/page"))
+            }),
+        )
 }
 
 /// WebFetch allowed to reach 127.0.0.1, as in every test that needs the local server.
@@ -555,4 +563,21 @@ async fn cancellation_stops_a_fetch() {
     let call = tokio::spawn(async move { tool.call(ctx, &args).await });
     token.cancel();
     assert!(matches!(call.await.unwrap(), Err(ToolError::Cancelled)));
+}
+
+#[tokio::test]
+async fn every_redirect_hop_is_checked_against_the_policy_again() {
+    let server = TestServer::start(site()).await;
+    let tool = fetch_tool(
+        local_options().with_domains(DomainPolicy::new().block("www.localhost").unwrap()),
+    );
+    let start = format!("http://localhost:{}/to-www", server.port());
+    let err = fetch(&tool, &start).await.unwrap_err();
+    assert!(matches!(err, ToolError::Rejected { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("the domain www.localhost is blocked"),
+        "{err}"
+    );
+    assert_eq!(server.hits(), 1, "only the first hop reached the server");
 }
