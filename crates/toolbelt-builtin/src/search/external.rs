@@ -286,13 +286,8 @@ fn escape_glob(literal: &str) -> String {
 
 /// The first of `names` on `PATH` whose `--version` mentions `expect`.
 fn find_program(names: &[&str], expect: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
     for name in names {
-        for dir in std::env::split_paths(&path) {
-            let candidate = dir.join(name);
-            if !candidate.is_file() {
-                continue;
-            }
+        for candidate in crate::which::on_path(name) {
             let version = Command::new(&candidate)
                 .arg("--version")
                 .stdin(Stdio::null())
