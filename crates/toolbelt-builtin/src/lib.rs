@@ -11,9 +11,9 @@
 //! | `Write` | creates or replaces a file atomically (not in read-only mode) |
 //! | `Edit` | exact string replacement with a unified diff (not in read-only mode) |
 //! | `NotebookEdit` | replaces, inserts or deletes notebook cells (not in read-only mode) |
-//! | `Bash` | runs a command with a timeout, killing its whole process tree ([`shell`]) |
-//! | `TaskOutput` | reads new output and the status of a background `Bash` task |
-//! | `TaskStop` | kills a background task's process tree |
+//! | `Bash` | runs a command with a timeout, killing its whole process tree ([`shell`]; not in read-only mode) |
+//! | `TaskOutput` | reads new output and the status of a background `Bash` task (not in read-only mode) |
+//! | `TaskStop` | kills a background task's process tree (not in read-only mode) |
 //! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
 //! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |
 //! | `duckduckgo_search` | DuckDuckGo's instant answer plus up to 5 results |
@@ -69,6 +69,7 @@ pub mod shell;
 mod toolset;
 #[cfg(feature = "web")]
 pub mod web;
+mod which;
 
 pub use toolset::{
     BuiltinEnv, BuiltinOptions, BuiltinToolSet, DEFAULT_MAX_FILE_SIZE, DEFAULT_NAME, FileOptions,

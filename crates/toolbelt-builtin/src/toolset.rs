@@ -72,7 +72,8 @@ pub struct BuiltinOptions {
     pub name: String,
     /// The directory every tool is confined to and works in (default `.`).
     pub base_dir: PathBuf,
-    /// Read-only mode: Write, Edit and NotebookEdit are not exposed.
+    /// Read-only mode: Write, Edit and NotebookEdit are not exposed, nor Bash, TaskOutput
+    /// and TaskStop (a shell command can change any file).
     pub read_only: bool,
     /// The file tools' section.
     pub files: FileOptions,
@@ -186,9 +187,11 @@ pub struct BuiltinEnv {
 /// The built-in tools as a tool set, confined to a base directory.
 ///
 /// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit,
-/// then Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
+/// then (unless read-only) Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
 /// [`WebOptions::disabled`](crate::web::WebOptions::disabled)) WebFetch, WebSearch,
-/// duckduckgo_search. Read-only mode keeps the shell and web tools, as Claude Code does.
+/// duckduckgo_search. Read-only mode leaves the shell tools out too: a shell command can
+/// change any file the process may write, so a read-only set that kept Bash would not be
+/// read-only. The web tools stay (they only read).
 /// Write, Edit and NotebookEdit refuse to change an existing file that was not fully Read
 /// through *this* set (its [`ReadState`]); two sets never share that state unless given the
 /// same one.
@@ -240,7 +243,9 @@ impl BuiltinToolSet {
         };
         let mut tools = assemble(&env)?;
         let shell = crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
-        tools.extend(shell.tools());
+        if !env.read_only {
+            tools.extend(shell.tools());
+        }
         #[cfg(feature = "web")]
         tools.extend(crate::web::tools(&options.web)?);
         Ok(Self {

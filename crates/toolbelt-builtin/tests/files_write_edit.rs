@@ -395,6 +395,12 @@ async fn read_only_sets_do_not_expose_mutating_tools() {
         .filter(|n| FILE_TOOLS.contains(&n.as_str()))
         .collect();
     assert_eq!(names, ["Read", "Glob", "Grep"]);
+    for shell in ["Bash", "TaskOutput", "TaskStop"] {
+        assert!(
+            set.tool_list().iter().all(|t| t.name() != shell),
+            "{shell} can change files and must not be in a read-only set"
+        );
+    }
     let full = set_on(dir.path());
     let names: Vec<&str> = full
         .tool_list()

@@ -108,7 +108,8 @@ pub struct ToolSourceArgs {
     /// The base directory the built-in tools are confined to.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Leave out the tools that change files (Write, Edit, NotebookEdit).
+    /// Leave out the tools that can change files (Write, Edit, NotebookEdit, and Bash with
+    /// TaskOutput and TaskStop).
     #[arg(long)]
     pub read_only: bool,
     /// An `mcpServers` JSON file (the format of Claude Desktop, Cursor and Claude Code);

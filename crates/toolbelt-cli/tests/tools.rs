@@ -70,7 +70,14 @@ fn read_only_listing_leaves_out_the_tools_that_change_files() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"Read") && names.contains(&"Grep"));
-    for hidden in ["Write", "Edit", "NotebookEdit"] {
+    for hidden in [
+        "Write",
+        "Edit",
+        "NotebookEdit",
+        "Bash",
+        "TaskOutput",
+        "TaskStop",
+    ] {
         assert!(
             !names.contains(&hidden),
             "{hidden} listed in read-only mode"
