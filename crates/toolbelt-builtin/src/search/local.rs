@@ -71,16 +71,12 @@ impl LocalSearch {
 impl SearchBackend for LocalSearch {
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.grep_blocking(&query))
-            .await
-            .map_err(|e| SearchError::Failed(format!("search did not complete: {e}")))?
+        super::run_blocking(move || this.grep_blocking(&query)).await
     }
 
     async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.glob_blocking(&query))
-            .await
-            .map_err(|e| SearchError::Failed(format!("search did not complete: {e}")))?
+        super::run_blocking(move || this.glob_blocking(&query)).await
     }
 }
 

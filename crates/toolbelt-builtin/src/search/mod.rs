@@ -129,6 +129,17 @@ pub enum SearchError {
     Failed(String),
 }
 
+/// Runs a blocking search on tokio's blocking pool, so a walk of a large tree never stalls
+/// the async workers (both built-in backends block: one walks in-process, one waits for
+/// `rg`/`fd`).
+pub(crate) async fn run_blocking<T: Send + 'static>(
+    search: impl FnOnce() -> Result<T, SearchError> + Send + 'static,
+) -> Result<T, SearchError> {
+    tokio::task::spawn_blocking(search)
+        .await
+        .map_err(|e| SearchError::Failed(format!("search did not complete: {e}")))?
+}
+
 /// Where Glob and Grep search: the local machine in-process by default, or `rg`/`fd`, or a
 /// remote machine or sandbox behind another implementation.
 ///
