@@ -1,10 +1,9 @@
-//! What a fetched body becomes: HTML as Markdown, other text as is, binary refused; and the
-//! small DOM helpers the result-page parsers share.
+//! What a fetched body becomes: HTML as Markdown, other text as is, binary refused.
 
-use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 
-use htmd::{HtmlToMarkdown, Node};
-use markup5ever_rcdom::NodeData;
+use super::dom::{self, Stopped};
+use super::markdown;
 
 /// Elements dropped before HTML becomes Markdown: code, styling, navigation and embedded
 /// documents carry no content a model wants to read.
@@ -101,107 +100,15 @@ pub(crate) struct MarkdownPage {
     pub markdown: String,
 }
 
-/// Converts HTML to Markdown (CPU-bound: callers on a runtime run it on a blocking thread).
-pub(crate) fn html_to_markdown(html: &str) -> MarkdownPage {
-    // Compact list markers: fewer tokens for the model, same Markdown.
-    let options = htmd::options::Options {
-        bullet_list_marker: htmd::options::BulletListMarker::Dash,
-        ul_bullet_spacing: 1,
-        ol_number_spacing: 1,
-        ..Default::default()
-    };
-    let converter = HtmlToMarkdown::builder()
-        .options(options)
-        .skip_tags(STRIPPED_ELEMENTS.to_vec())
-        .build();
-    let Ok(tree) = converter.html_to_tree(html) else {
-        return MarkdownPage {
-            title: None,
-            markdown: html.to_string(),
-        };
-    };
-    let title = find_element(&tree, &|node| element_name(node) == Some("title"))
-        .map(|node| text_of(&node))
+/// Converts HTML to Markdown with bounded work (see the `dom` module): CPU-bound, so callers
+/// on a runtime run it on a blocking thread and set `stop` when they stop waiting for it.
+pub(crate) fn html_to_markdown(html: &str, stop: &AtomicBool) -> Result<MarkdownPage, Stopped> {
+    let document = dom::parse_document(html, stop)?;
+    let title = dom::find_element(&document, &|node| dom::element_name(node) == Some("title"))
+        .map(|node| dom::text_of(&node))
         .filter(|t| !t.is_empty());
-    let markdown = converter.tree_to_markdown(&tree);
-    MarkdownPage { title, markdown }
-}
-
-/// Parses HTML into a DOM tree.
-pub(crate) fn parse_html(html: &str) -> Option<Rc<Node>> {
-    HtmlToMarkdown::new().html_to_tree(html).ok()
-}
-
-/// The local name of an element node.
-pub(crate) fn element_name(node: &Node) -> Option<&str> {
-    match &node.data {
-        NodeData::Element { name, .. } => Some(&name.local),
-        _ => None,
-    }
-}
-
-/// An attribute of an element node.
-pub(crate) fn attribute(node: &Node, wanted: &str) -> Option<String> {
-    match &node.data {
-        NodeData::Element { attrs, .. } => attrs
-            .borrow()
-            .iter()
-            .find(|a| &*a.name.local == wanted)
-            .map(|a| a.value.to_string()),
-        _ => None,
-    }
-}
-
-/// Whether an element's `class` attribute has `class` among its tokens.
-pub(crate) fn has_class(node: &Node, class: &str) -> bool {
-    attribute(node, "class").is_some_and(|value| value.split_whitespace().any(|c| c == class))
-}
-
-/// The first node (depth first, `root` included) that `matches`.
-pub(crate) fn find_element(root: &Rc<Node>, matches: &dyn Fn(&Node) -> bool) -> Option<Rc<Node>> {
-    if matches(root) {
-        return Some(root.clone());
-    }
-    root.children
-        .borrow()
-        .iter()
-        .find_map(|child| find_element(child, matches))
-}
-
-/// Every node (depth first) that `matches`, not looking inside a match.
-pub(crate) fn find_all(root: &Rc<Node>, matches: &dyn Fn(&Node) -> bool, out: &mut Vec<Rc<Node>>) {
-    if matches(root) {
-        out.push(root.clone());
-        return;
-    }
-    for child in root.children.borrow().iter() {
-        find_all(child, matches, out);
-    }
-}
-
-/// The text content of a node, whitespace collapsed.
-pub(crate) fn text_of(node: &Rc<Node>) -> String {
-    fn collect(node: &Node, out: &mut String) {
-        match &node.data {
-            NodeData::Text { contents } => out.push_str(&contents.borrow()),
-            _ => {
-                if matches!(element_name(node), Some("script" | "style")) {
-                    return;
-                }
-                for child in node.children.borrow().iter() {
-                    collect(child, out);
-                }
-            }
-        }
-    }
-    let mut raw = String::new();
-    collect(node, &mut raw);
-    collapse_whitespace(&raw)
-}
-
-/// Runs of whitespace become one space; the ends are trimmed.
-pub(crate) fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let markdown = markdown::to_markdown(&document, STRIPPED_ELEMENTS, stop)?;
+    Ok(MarkdownPage { title, markdown })
 }
 
 /// Keeps the first `max_chars` characters of `text` and appends a marker saying how many were
@@ -266,7 +173,9 @@ mod tests {
         let page = html_to_markdown(
             "<html><head><title>T</title><style>p{}</style></head><body><nav>Menu</nav>\
              <h1>Hello</h1><script>alert(1)</script><p>A <b>bold</b> move.</p></body></html>",
-        );
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert_eq!(page.title.as_deref(), Some("T"));
         assert_eq!(page.markdown, "# Hello\n\nA **bold** move.");
     }

@@ -2,18 +2,16 @@
 //! tool over the Instant Answer API (falling back to the results page when the API has
 //! nothing to say).
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use htmd::Node;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError};
 
-use super::convert::{self, attribute, has_class, text_of};
+use super::dom::{self, Handle, attribute, has_class, text_of};
 use super::http::{DEFAULT_USER_AGENT, Endpoint};
 use super::search::{SearchProvider, SearchRequest, SearchResult, dedup_results};
 
@@ -94,17 +92,14 @@ impl SearchProvider for DuckDuckGoHtml {
 /// Reads the results of a DuckDuckGo HTML results page, in page order, without ads or
 /// duplicates. A bot-check page is an error.
 pub fn parse_results_page(html: &str) -> Result<Vec<SearchResult>, ToolError> {
-    let Some(document) = convert::parse_html(html) else {
-        return Ok(Vec::new());
-    };
-    if convert::find_element(&document, &|n| has_class(n, "anomaly-modal__modal")).is_some() {
+    let document = dom::parse_html(html);
+    if dom::find_element(&document, &|n| has_class(n, "anomaly-modal__modal")).is_some() {
         return Err(ToolError::failed(
             "DuckDuckGo answered with a bot check instead of results; try again later or \
              configure another search provider",
         ));
     }
-    let mut blocks = Vec::new();
-    convert::find_all(&document, &|n| has_class(n, "result"), &mut blocks);
+    let blocks = dom::find_all(&document, &|n| has_class(n, "result"));
     let results = blocks
         .iter()
         .filter(|block| !has_class(block, "result--ad"))
@@ -113,11 +108,11 @@ pub fn parse_results_page(html: &str) -> Result<Vec<SearchResult>, ToolError> {
     Ok(dedup_results(results))
 }
 
-fn read_result(block: &Rc<Node>) -> Option<SearchResult> {
-    let link = convert::find_element(block, &|n| has_class(n, "result__a"))?;
+fn read_result(block: &Handle) -> Option<SearchResult> {
+    let link = dom::find_element(block, &|n| has_class(n, "result__a"))?;
     let url = unwrap_result_link(&attribute(&link, "href")?)?;
     let title = text_of(&link);
-    let snippet = convert::find_element(block, &|n| has_class(n, "result__snippet"))
+    let snippet = dom::find_element(block, &|n| has_class(n, "result__snippet"))
         .map(|n| text_of(&n))
         .unwrap_or_default();
     (!title.is_empty()).then_some(SearchResult {
@@ -378,7 +373,7 @@ pub fn parse_instant_answer(query: &str, json: &Value, max_results: usize) -> Du
         query: query.to_string(),
         source: "instant_answer".to_string(),
         heading: text("Heading"),
-        summary: convert::collapse_whitespace(&summary),
+        summary: dom::collapse_whitespace(&summary),
         summary_url,
         results,
     }
@@ -391,8 +386,7 @@ fn read_topic(topic: &Value) -> Option<SearchResult> {
     if url.is_empty() {
         return None;
     }
-    let text =
-        convert::collapse_whitespace(topic.get("Text").and_then(Value::as_str).unwrap_or(""));
+    let text = dom::collapse_whitespace(topic.get("Text").and_then(Value::as_str).unwrap_or(""));
     let anchor = topic
         .get("Result")
         .and_then(Value::as_str)
@@ -428,7 +422,7 @@ fn anchor_text(html: &str) -> Option<String> {
     let open = html.find("<a")?;
     let inner_start = open + html[open..].find('>')? + 1;
     let inner_end = inner_start + html[inner_start..].find("</a>")?;
-    let fragment = convert::parse_html(&html[inner_start..inner_end])?;
+    let fragment = dom::parse_html(&html[inner_start..inner_end]);
     Some(text_of(&fragment))
 }
 

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -319,9 +320,7 @@ impl WebFetcher {
         }
         let text = http::decode_text(&body.bytes, http::charset_of(&content_type));
         let (title, content) = if kind == ContentKind::Html {
-            let page = tokio::task::spawn_blocking(move || convert::html_to_markdown(&text))
-                .await
-                .map_err(|e| ToolError::failed(format!("converting HTML failed: {e}")))?;
+            let page = convert_off_runtime(text).await?;
             (page.title, page.markdown)
         } else {
             (None, text)
@@ -337,6 +336,25 @@ impl WebFetcher {
             body_bytes: body.bytes.len(),
         })
     }
+}
+
+/// Converts HTML on the blocking pool. The conversion's time counts against the fetch's
+/// timeout like the download's: when the caller stops waiting (timeout, cancellation), the
+/// dropped guard sets the stop flag and the conversion ends within a slice of its input.
+async fn convert_off_runtime(html: String) -> Result<convert::MarkdownPage, ToolError> {
+    /// Sets the flag when the waiting future is dropped, finished or not.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let flag = stop.0.clone();
+    tokio::task::spawn_blocking(move || convert::html_to_markdown(&html, &flag))
+        .await
+        .map_err(|e| ToolError::failed(format!("converting HTML failed: {e}")))?
+        .map_err(|_| ToolError::failed("converting HTML was stopped"))
 }
 
 fn binary_refusal(url: &Url, what: &str) -> ToolError {

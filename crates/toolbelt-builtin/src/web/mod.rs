@@ -46,10 +46,12 @@
 
 mod address;
 mod convert;
+mod dom;
 mod domain;
 mod duckduckgo;
 mod fetch;
 mod http;
+mod markdown;
 mod search;
 mod searxng;
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use toolbelt_core::{ToolContext, ToolError};
 
-use super::convert::collapse_whitespace;
+use super::dom::collapse_whitespace;
 use super::http::Endpoint;
 use super::search::{SearchProvider, SearchRequest, SearchResult, dedup_results};
 
