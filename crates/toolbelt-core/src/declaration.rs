@@ -21,7 +21,8 @@ pub struct ToolMeta {
     /// The tool talks to an open world (the web, a third-party API), not a closed one.
     pub open_world: bool,
     /// Whether calls may overlap with other calls. `None` means "not declared": the
-    /// `Parallel` mode treats that as safe, the `Mixed` mode as unsafe.
+    /// `Parallel` mode pools it, the `Mixed` mode runs it alone; either way the executor
+    /// never runs two calls not declared `Some(true)` of one tool set at once.
     pub concurrency_safe: Option<bool>,
     /// The largest result, in bytes, the model should see before it is offloaded or cut.
     pub max_result_size: Option<usize>,

@@ -30,7 +30,12 @@ impl Tool for Noop {
 }
 
 fn noop() -> DynTool {
-    let declaration = Declaration::new("noop", "Does nothing")
+    noop_declared("noop", true)
+}
+
+/// A no-op named `name`, declared concurrency-safe or not (an unsafe call takes its lane).
+fn noop_declared(name: &str, concurrency_safe: bool) -> DynTool {
+    let declaration = Declaration::new(name, "Does nothing")
         .and_then(|d| {
             d.with_input_schema(json!({
                 "type": "object",
@@ -39,7 +44,7 @@ fn noop() -> DynTool {
             }))
         })
         .expect("valid declaration")
-        .concurrency_safe(true);
+        .concurrency_safe(concurrency_safe);
     Arc::new(Noop { declaration })
 }
 
@@ -66,8 +71,12 @@ fn per_call(c: &mut Criterion) {
     let tool = noop();
     let registry = Arc::new(Registry::new());
     registry.register_arc(tool.clone()).expect("register");
+    registry
+        .register_arc(noop_declared("noop_unsafe", false))
+        .expect("register");
     let executor = full_pipeline(registry);
     let call = ToolCall::new("call_1", "noop", ARGS);
+    let unsafe_call = ToolCall::new("call_1", "noop_unsafe", ARGS);
 
     let mut group = c.benchmark_group("per_call");
     group.bench_function("direct_tool_call", |b| {
@@ -82,6 +91,15 @@ fn per_call(c: &mut Criterion) {
     group.bench_function("full_pipeline", |b| {
         b.to_async(&rt).iter(|| async {
             let result = executor.execute(ToolContext::new(), black_box(&call)).await;
+            black_box(result.result.expect("ok"))
+        })
+    });
+    // Not declared concurrency-safe: the call also takes its lane (uncontended here).
+    group.bench_function("full_pipeline_exclusive", |b| {
+        b.to_async(&rt).iter(|| async {
+            let result = executor
+                .execute(ToolContext::new(), black_box(&unsafe_call))
+                .await;
             black_box(result.result.expect("ok"))
         })
     });

@@ -5,12 +5,13 @@
 //! ```text
 //! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench pipeline_instructions --no-run
 //! B=$(ls -t /work/target/bench/release/deps/pipeline_instructions-* | grep -v '\.d$' | head -1)
-//! for path in direct full; do for n in 0 20000; do
+//! for path in direct full safe; do for n in 0 20000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null $B $path $n 2>&1 | grep refs
 //! done; done
 //! ```
 //!
-//! Instructions per call = (refs at 20000 − refs at 0) / 20000. `cargo bench` runs it with
+//! Instructions per call = (refs at 20000 − refs at 0) / 20000. `full` calls a tool that is
+//! not declared concurrency-safe (it takes its lane), `safe` the same tool declared safe. `cargo bench` runs it with
 //! a small N and prints wall-clock time per call, which is only indicative.
 
 use std::hint::black_box;
@@ -56,9 +57,16 @@ fn main() {
             }))
         })
         .expect("valid declaration");
+    let mut safe_declaration = declaration.clone().concurrency_safe(true);
+    safe_declaration.name = toolbelt_core::ToolName::new("noop_safe").expect("valid name");
     let tool: DynTool = Arc::new(Noop { declaration });
     let registry = Arc::new(Registry::new());
     registry.register_arc(tool.clone()).expect("register");
+    registry
+        .register_arc(Arc::new(Noop {
+            declaration: safe_declaration,
+        }))
+        .expect("register");
     let executor = Executor::builder(registry)
         .validate_arguments(true)
         .before_hook(|_: &ToolContext, _: &HookCall<'_>| BeforeAction::Continue)
@@ -70,6 +78,7 @@ fn main() {
         .middleware(Timeout::new(Duration::from_secs(30)))
         .build();
     let call = ToolCall::new("call_1", "noop", ARGS);
+    let safe_call = ToolCall::new("call_1", "noop_safe", ARGS);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -93,6 +102,16 @@ fn main() {
                 black_box(result.result.expect("ok"));
             }
             report("full pipeline", started, count);
+        }
+        if path == "safe" || path == "both" {
+            let started = Instant::now();
+            for _ in 0..count {
+                let result = executor
+                    .execute(ToolContext::new(), black_box(&safe_call))
+                    .await;
+                black_box(result.result.expect("ok"));
+            }
+            report("full pipeline, concurrency-safe tool", started, count);
         }
     });
 }

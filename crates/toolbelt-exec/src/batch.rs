@@ -23,12 +23,18 @@ use crate::{BatchItem, CallResult, Executor, ToolCall};
 /// A call that runs alone is a barrier: the calls before it finish first, and the calls
 /// after it start after it finished. Use `Serial` or `Mixed` until every tool's concurrency
 /// safety has been checked.
+///
+/// Whatever the mode, calls of tools not declared concurrency-safe never overlap on one
+/// tool set: in a `Parallel` pool, undeclared calls of one set take turns on the set's lane
+/// (see the [crate docs](crate#one-call-at-a-time-per-tool-set)) while safe calls run beside
+/// them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecutionMode {
     /// One call at a time, in order.
     #[default]
     Serial,
-    /// Every call not declared unsafe shares the pool.
+    /// Every call not declared unsafe shares the pool (undeclared calls of one tool set
+    /// still take turns on its lane).
     Parallel,
     /// Only calls declared safe share the pool.
     Mixed,

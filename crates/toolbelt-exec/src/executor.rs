@@ -10,8 +10,9 @@ use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 use crate::artifact::{ArtifactOffload, ArtifactRef};
 use crate::hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
 use crate::interrupt::{own_token, until_cancelled};
+use crate::lane::Lane;
 use crate::middleware::{DynMiddleware, Middleware, Next, ToolRequest, panic_message};
-use crate::registry::{Registry, ToolSnapshot};
+use crate::registry::{Entry, Registry, ToolSnapshot};
 use crate::repair::{parse_strict, repair_arguments};
 use crate::suggest::suggest;
 use crate::validate::ValidatorCache;
@@ -30,6 +31,8 @@ pub(crate) struct Inner {
     middleware: Vec<DynMiddleware>,
     validators: ValidatorCache,
     offload: Option<ArtifactOffload>,
+    /// The lane of tools whose source knows no sets (a snapshot made from a list of tools).
+    lane: Arc<Lane>,
 }
 
 /// Runs tool calls through the pipeline: resolve → repair → validate → before hooks →
@@ -180,6 +183,7 @@ impl ExecutorBuilder {
                 middleware: self.middleware,
                 validators: ValidatorCache::new(),
                 offload: self.offload,
+                lane: Lane::new(),
             }),
         }
     }
@@ -197,6 +201,14 @@ impl Source<'_> {
         match self {
             Source::Registry(registry) => registry.get(name),
             Source::Snapshot(snapshot) => snapshot.get(name).cloned(),
+        }
+    }
+
+    /// The tool named `name` with its lane.
+    fn resolve_entry(&self, name: &str) -> Option<Entry> {
+        match self {
+            Source::Registry(registry) => registry.entry(name),
+            Source::Snapshot(snapshot) => snapshot.entry(name).cloned(),
         }
     }
 
@@ -290,17 +302,17 @@ impl Executor {
         call: &ToolCall,
     ) -> CallResult {
         let started = Instant::now();
-        let tool = source.resolve(&call.name);
+        let entry = source.resolve_entry(&call.name);
         let mut repaired_arguments = None;
         let mut artifact = None;
-        let result = match tool {
+        let result = match entry {
             None => Err(ToolError::UnknownTool {
                 name: call.name.clone(),
                 suggestions: source.suggestions(&call.name),
             }),
-            Some(tool) => {
+            Some(entry) => {
                 let pipeline =
-                    self.pipeline(ctx, tool, call, &mut repaired_arguments, &mut artifact);
+                    self.pipeline(ctx, entry, call, &mut repaired_arguments, &mut artifact);
                 match std::panic::AssertUnwindSafe(pipeline).catch_unwind().await {
                     Ok(result) => result,
                     Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),
@@ -321,7 +333,7 @@ impl Executor {
     async fn pipeline(
         &self,
         ctx: ToolContext,
-        tool: DynTool,
+        entry: Entry,
         call: &ToolCall,
         repaired: &mut Option<String>,
         artifact: &mut Option<ArtifactRef>,
@@ -330,6 +342,7 @@ impl Executor {
         if ctx.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
+        let Entry { tool, lane } = entry;
         // Each call gets a token of its own: cancelling one call (a timeout) never cancels its
         // siblings, and cancelling the caller's token cancels every call (forwarded by
         // `until_cancelled` below).
@@ -400,7 +413,15 @@ impl Executor {
                         call_id: call_id.clone(),
                         arguments: arguments.clone(),
                     };
-                    Next::new(&inner.middleware).run(ctx.clone(), request).await
+                    let run = Next::new(&inner.middleware);
+                    if declaration.meta.concurrency_safe == Some(true) {
+                        run.run(ctx.clone(), request).await
+                    } else {
+                        // Not declared concurrency-safe: the middleware and the tool run on
+                        // the set's lane, one call at a time (see `lane.rs`).
+                        let lane = lane.as_deref().unwrap_or(&inner.lane);
+                        lane.run(&ctx, run.run(ctx.clone(), request)).await
+                    }
                 }
             };
             // After hooks: global ones, then the tool's own.

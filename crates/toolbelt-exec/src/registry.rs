@@ -10,6 +10,8 @@ use toolbelt_core::{
     ToolStream,
 };
 
+use crate::lane::Lane;
+
 /// When the tools of a registered [`ToolSet`](toolbelt_core::ToolSet) are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ToolSetRefresh {
@@ -46,25 +48,61 @@ struct SetEntry {
     refresh: ToolSetRefresh,
     /// The set's last listing, already renamed where it collided.
     listed: Option<Vec<DynTool>>,
+    /// Where the set's calls not declared concurrency-safe take turns.
+    lane: Arc<Lane>,
+}
+
+/// A callable tool and the lane its calls not declared concurrency-safe take (see
+/// [`crate::lane`]). `None` in a snapshot that knows no sets: the executor's lane is used.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) tool: DynTool,
+    pub(crate) lane: Option<Arc<Lane>>,
 }
 
 /// One immutable version of the registry's contents.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct State {
     tools: BTreeMap<String, DynTool>,
     sets: Vec<SetEntry>,
+    /// The lane of the tools registered directly.
+    lane: Arc<Lane>,
     /// Everything callable: direct tools plus the sets' last listings. Rebuilt on change.
-    merged: Arc<BTreeMap<String, DynTool>>,
+    merged: Arc<BTreeMap<String, Entry>>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            tools: BTreeMap::new(),
+            sets: Vec::new(),
+            lane: Lane::new(),
+            merged: Arc::default(),
+        }
+    }
 }
 
 impl State {
     fn rebuild(&mut self) {
-        let mut merged = self.tools.clone();
-        for entry in &self.sets {
-            for tool in entry.listed.iter().flatten() {
+        let mut merged: BTreeMap<String, Entry> = self
+            .tools
+            .iter()
+            .map(|(name, tool)| {
+                let entry = Entry {
+                    tool: tool.clone(),
+                    lane: Some(self.lane.clone()),
+                };
+                (name.clone(), entry)
+            })
+            .collect();
+        for set in &self.sets {
+            for tool in set.listed.iter().flatten() {
                 merged
                     .entry(tool.name().to_string())
-                    .or_insert_with(|| tool.clone());
+                    .or_insert_with(|| Entry {
+                        tool: tool.clone(),
+                        lane: Some(set.lane.clone()),
+                    });
             }
         }
         self.merged = Arc::new(merged);
@@ -80,6 +118,9 @@ impl State {
 ///
 /// Names are unique. Direct tools win over tool-set tools; a set tool whose name is taken is
 /// offered as `{set}_{tool}` (and, if that is taken too, dropped from the listing).
+///
+/// Each added tool set has a lane of its own, and the direct tools share one: calls of tools
+/// not declared concurrency-safe take turns on their lane (see the [crate docs](crate)).
 ///
 /// ```
 /// use toolbelt_core::{FunctionTool, ToolContext, ToolError};
@@ -203,6 +244,7 @@ impl Registry {
                 set,
                 refresh,
                 listed: None,
+                lane: Lane::new(),
             });
             Ok(())
         })
@@ -232,6 +274,11 @@ impl Registry {
 
     /// The tool named `name`: a direct tool or one from a set's last listing.
     pub fn get(&self, name: &str) -> Option<DynTool> {
+        self.load().merged.get(name).map(|entry| entry.tool.clone())
+    }
+
+    /// The tool named `name` with its lane.
+    pub(crate) fn entry(&self, name: &str) -> Option<Entry> {
         self.load().merged.get(name).cloned()
     }
 
@@ -344,9 +391,13 @@ impl Registry {
 }
 
 /// An immutable, sorted view of the tools visible for one run. Cheap to clone.
+///
+/// A snapshot taken from a [`Registry`] keeps each tool's lane (its set's, or the registry's
+/// for direct tools); one made with [`ToolSnapshot::from_tools`] knows no sets, and the calls
+/// of its tools not declared concurrency-safe take turns on the executor's lane.
 #[derive(Clone, Default)]
 pub struct ToolSnapshot {
-    tools: Arc<BTreeMap<String, DynTool>>,
+    tools: Arc<BTreeMap<String, Entry>>,
     errors: Vec<(String, Arc<ToolError>)>,
 }
 
@@ -364,7 +415,8 @@ impl ToolSnapshot {
     pub fn from_tools<I: IntoIterator<Item = DynTool>>(tools: I) -> Self {
         let mut map = BTreeMap::new();
         for tool in tools {
-            map.entry(tool.name().to_string()).or_insert(tool);
+            map.entry(tool.name().to_string())
+                .or_insert(Entry { tool, lane: None });
         }
         Self {
             tools: Arc::new(map),
@@ -377,8 +429,8 @@ impl ToolSnapshot {
         let tools = self
             .tools
             .iter()
-            .filter(|(_, tool)| filter.allows(ctx, tool.as_ref()))
-            .map(|(name, tool)| (name.clone(), tool.clone()))
+            .filter(|(_, entry)| filter.allows(ctx, entry.tool.as_ref()))
+            .map(|(name, entry)| (name.clone(), entry.clone()))
             .collect();
         Self {
             tools: Arc::new(tools),
@@ -388,6 +440,11 @@ impl ToolSnapshot {
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&DynTool> {
+        self.tools.get(name).map(|entry| &entry.tool)
+    }
+
+    /// The tool named `name` with its lane.
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
         self.tools.get(name)
     }
 
@@ -398,14 +455,14 @@ impl ToolSnapshot {
 
     /// The tools, sorted by name.
     pub fn tools(&self) -> impl Iterator<Item = &DynTool> {
-        self.tools.values()
+        self.tools.values().map(|entry| &entry.tool)
     }
 
     /// The declarations to send to a model, sorted by name.
     pub fn declarations(&self) -> Vec<Declaration> {
         self.tools
             .values()
-            .map(|t| t.declaration().clone())
+            .map(|entry| entry.tool.declaration().clone())
             .collect()
     }
 
