@@ -49,14 +49,18 @@ async fn backend_run(backend: &LocalProcessBackend, base: &Path) {
         cwd: base.to_path_buf(),
         env: std::env::vars_os().collect(),
         output: OutputTarget::Pipe,
-        writable_roots: Vec::new(),
+        workspace_roots: Vec::new(),
+        temp_dir: None,
     };
     let mut process = backend.spawn(request).await.expect("bash starts");
     let mut output = process.take_output().expect("a pipe");
     let mut sink = Vec::new();
     output.read_to_end(&mut sink).await.expect("output");
     let outcome = process.wait().await.expect("bash ends");
-    process.kill_leftovers(Duration::from_secs(2)).await;
+    process
+        .kill_leftovers(Duration::from_secs(2))
+        .await
+        .expect("nothing left");
     assert_eq!(outcome.code, Some(0));
 }
 

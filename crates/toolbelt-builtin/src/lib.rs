@@ -11,9 +11,9 @@
 //! | `Write` | creates or replaces a file atomically (not in read-only mode) |
 //! | `Edit` | exact string replacement with a unified diff (not in read-only mode) |
 //! | `NotebookEdit` | replaces, inserts or deletes notebook cells (not in read-only mode) |
-//! | `Bash` | runs a command with a timeout, killing its whole process tree ([`shell`]; not in read-only mode) |
-//! | `TaskOutput` | reads new output and the status of a background `Bash` task (not in read-only mode) |
-//! | `TaskStop` | kills a background task's process tree (not in read-only mode) |
+//! | `Bash` | runs a command with a timeout, killing every process it started ([`shell`]; in read-only mode only inside the read-only sandbox) |
+//! | `TaskOutput` | reads new output and the status of a background `Bash` task (offered with `Bash`) |
+//! | `TaskStop` | kills every process of a background task (offered with `Bash`) |
 //! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
 //! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |
 //! | `duckduckgo_search` | DuckDuckGo's instant answer plus up to 5 results |

@@ -9,6 +9,7 @@ use toolbelt_core::{DynTool, ToolContext, ToolError, ToolSet};
 
 use crate::fs::{DynFileOps, LocalFileOps, ReadState};
 use crate::search::{DynSearchBackend, LocalSearch};
+use crate::shell::{LandlockSandbox, SandboxMode};
 
 /// The default tool set name.
 pub const DEFAULT_NAME: &str = "builtin";
@@ -72,9 +73,17 @@ pub struct BuiltinOptions {
     pub name: String,
     /// The directory every tool is confined to and works in (default `.`).
     pub base_dir: PathBuf,
-    /// Read-only mode: Write, Edit and NotebookEdit are not exposed, nor Bash, TaskOutput
-    /// and TaskStop (a shell command can change any file).
+    /// Read-only mode: Write, Edit and NotebookEdit are not exposed, and Bash (with
+    /// TaskOutput and TaskStop) runs in the read-only sandbox, or is not exposed where no
+    /// sandbox is available or [`BuiltinOptions::sandbox`] is [`SandboxMode::Off`] (a shell
+    /// command could change any file).
     pub read_only: bool,
+    /// The sandbox of Bash and its background tasks. `None` (the default) means none for a
+    /// writable set, and the read-only sandbox where the kernel offers it for a read-only set.
+    /// A mode the kernel cannot enforce makes [`BuiltinToolSet::new`] fail: a sandbox asked
+    /// for is never silently left out. A mode other than off replaces a sandbox set in
+    /// [`BuiltinOptions::shell`].
+    pub sandbox: Option<SandboxMode>,
     /// The file tools' section.
     pub files: FileOptions,
     /// The search tools' section.
@@ -93,6 +102,7 @@ impl Default for BuiltinOptions {
             name: DEFAULT_NAME.to_string(),
             base_dir: PathBuf::from("."),
             read_only: false,
+            sandbox: None,
             files: FileOptions::default(),
             search: SearchOptions::default(),
             shell: crate::shell::ShellConfig::default(),
@@ -120,6 +130,12 @@ impl BuiltinOptions {
     /// Turns read-only mode on or off.
     pub fn with_read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// Runs Bash and its background tasks in `mode` (see [`BuiltinOptions::sandbox`]).
+    pub fn with_sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = Some(mode);
         self
     }
 
@@ -187,11 +203,12 @@ pub struct BuiltinEnv {
 /// The built-in tools as a tool set, confined to a base directory.
 ///
 /// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit,
-/// then (unless read-only) Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
+/// then Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
 /// [`WebOptions::disabled`](crate::web::WebOptions::disabled)) WebFetch, WebSearch,
-/// duckduckgo_search. Read-only mode leaves the shell tools out too: a shell command can
-/// change any file the process may write, so a read-only set that kept Bash would not be
-/// read-only. The web tools stay (they only read).
+/// duckduckgo_search. In read-only mode the shell tools run in the read-only sandbox
+/// ([`SandboxMode::ReadOnly`]: no writes but to a private temp dir, no network), and are left
+/// out where that sandbox is not available (or was turned off), since an unconfined shell
+/// command can change any file the process may write. The web tools stay (they only read).
 /// Write, Edit and NotebookEdit refuse to change an existing file that was not fully Read
 /// through *this* set (its [`ReadState`]); two sets never share that state unless given the
 /// same one.
@@ -201,6 +218,7 @@ pub struct BuiltinToolSet {
     env: BuiltinEnv,
     tools: Vec<DynTool>,
     shell: crate::shell::ShellTools,
+    shell_sandbox: Option<SandboxMode>,
 }
 
 impl std::fmt::Debug for BuiltinToolSet {
@@ -242,8 +260,16 @@ impl BuiltinToolSet {
             glob_limit: options.search.glob_limit,
         };
         let mut tools = assemble(&env)?;
-        let shell = crate::shell::ShellTools::new(options.shell.clone().base_dir(&env.base_dir))?;
-        if !env.read_only {
+        let shell_sandbox = shell_sandbox(&options)?;
+        let mut shell_config = options.shell.clone().base_dir(&env.base_dir);
+        if let Some(mode @ (SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite)) = shell_sandbox {
+            let sandbox = LandlockSandbox::new(mode).map_err(|e| {
+                ToolError::failed(format!("the {mode} sandbox for Bash is not available: {e}"))
+            })?;
+            shell_config = shell_config.sandbox(Arc::new(sandbox));
+        }
+        let shell = crate::shell::ShellTools::new(shell_config)?;
+        if shell_sandbox.is_some() {
             tools.extend(shell.tools());
         }
         #[cfg(feature = "web")]
@@ -253,7 +279,15 @@ impl BuiltinToolSet {
             env,
             tools,
             shell,
+            shell_sandbox,
         })
+    }
+
+    /// The sandbox Bash and its background tasks run in, or `None` when this set does not
+    /// offer them (read-only without a sandbox). `Some(SandboxMode::Off)` means unsandboxed
+    /// (or confined by a custom backend or sandbox of [`BuiltinOptions::shell`]).
+    pub fn shell_sandbox(&self) -> Option<SandboxMode> {
+        self.shell_sandbox
     }
 
     /// The canonical base directory.
@@ -275,6 +309,25 @@ impl BuiltinToolSet {
     pub fn tool_list(&self) -> &[DynTool] {
         &self.tools
     }
+}
+
+/// The sandbox mode of the shell tools, or `None` when a read-only set must leave them out.
+fn shell_sandbox(options: &BuiltinOptions) -> Result<Option<SandboxMode>, ToolError> {
+    if !options.read_only {
+        return Ok(Some(options.sandbox.unwrap_or(SandboxMode::Off)));
+    }
+    if options.shell.has_custom_backend() {
+        // A custom backend ignores the sandbox: nothing here can make its commands read-only.
+        return Ok(None);
+    }
+    Ok(match options.sandbox {
+        Some(SandboxMode::Off) => None,
+        // Asked for explicitly: not available is an error (from LandlockSandbox::new).
+        Some(_) => Some(SandboxMode::ReadOnly),
+        None => LandlockSandbox::new(SandboxMode::ReadOnly)
+            .ok()
+            .map(|_| SandboxMode::ReadOnly),
+    })
 }
 
 /// Collects every area's tools in the documented order. An area adds its tools here.

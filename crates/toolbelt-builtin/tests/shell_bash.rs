@@ -8,7 +8,7 @@ use serde_json::json;
 use shell_support::*;
 use tokio_util::sync::CancellationToken;
 use toolbelt_builtin::shell::{ShellConfig, ShellTools};
-use toolbelt_core::{ToolContext, ToolError};
+use toolbelt_core::{EnvPolicy, ToolContext, ToolError};
 
 #[tokio::test]
 async fn non_zero_exit_is_a_normal_result_with_the_code() {
@@ -168,7 +168,11 @@ async fn a_finished_command_leaves_no_background_job_behind() {
     )
     .await
     .unwrap();
-    assert_eq!(out.llm_text(), "launched\nExit code: 0");
+    assert_eq!(
+        out.llm_text(),
+        "launched\nExit code: 0\nKilled 1 process the command left running."
+    );
+    assert_eq!(out.meta.unwrap()["killed_processes"], 1);
     let pid = read_pid_file(&dir.path().join("job.pid")).await;
     assert!(
         process_is_gone(pid),
@@ -215,20 +219,23 @@ async fn default_output_cap_is_30000_characters() {
 }
 
 #[tokio::test]
-async fn environment_is_inherited_minus_the_deny_list_plus_overrides() {
+async fn environment_follows_the_env_policy_plus_overrides() {
     let dir = tempfile::tempdir().unwrap();
     let shell = ShellTools::new(
         ShellConfig::new(dir.path())
-            .deny_env("HOME")
-            .deny_env("TOOLBELT_TEST_*")
-            .env("TOOLBELT_GREETING", "hello"),
+            .env_policy(EnvPolicy::new().deny("HOME").set("MODE", "policy"))
+            .env("TOOLBELT_GREETING", "hello")
+            .env("MODE", "override"),
     )
     .unwrap();
-    let command = "echo \"${HOME-unset} ${TOOLBELT_GREETING} ${PATH:+path-kept}\"";
+    let command = "echo \"${HOME-unset} ${TOOLBELT_GREETING} ${MODE} ${PATH:+path-kept}\"";
     let out = call(&tool(&shell, "Bash"), json!({"command": command}))
         .await
         .unwrap();
-    assert_eq!(out.llm_text(), "unset hello path-kept\nExit code: 0");
+    assert_eq!(
+        out.llm_text(),
+        "unset hello override path-kept\nExit code: 0"
+    );
 }
 
 #[tokio::test]

@@ -6,30 +6,23 @@ use std::sync::Arc;
 
 use serde_json::json;
 use shell_support::*;
-use toolbelt_builtin::shell::{LandlockSandbox, SandboxError, ShellConfig, ShellTools};
+use toolbelt_builtin::shell::{
+    LandlockSandbox, SandboxError, SandboxMode, ShellConfig, ShellTools,
+};
 
-/// The sandbox, or `None` (with the reason printed) where the kernel lacks Landlock.
-fn sandbox_or_skip(deny_network: bool) -> Option<LandlockSandbox> {
-    let built = LandlockSandbox::new().and_then(|s| s.deny_network(deny_network).checked());
-    match built {
-        Ok(sandbox) => Some(sandbox),
-        Err(SandboxError::Unsupported(reason)) => {
-            eprintln!("skipped: this kernel lacks Landlock: {reason}");
-            None
-        }
-        Err(other) => panic!("unexpected sandbox error: {other}"),
-    }
+/// The sandbox for `mode`; this kernel must enforce it (CI's does).
+fn sandbox(mode: SandboxMode) -> LandlockSandbox {
+    LandlockSandbox::new(mode)
+        .unwrap_or_else(|e| panic!("this kernel must enforce the {mode} sandbox: {e}"))
 }
 
 #[tokio::test]
 async fn sandbox_allows_writes_inside_and_blocks_writes_outside() {
-    let Some(sandbox) = sandbox_or_skip(false) else {
-        return;
-    };
+    let sandbox = sandbox(SandboxMode::WorkspaceWrite);
     let base = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("readable.txt"), "visible\n").unwrap();
-    let shell = ShellTools::sandboxed(ShellConfig::new(base.path()), Arc::new(sandbox)).unwrap();
+    let shell = ShellTools::new(ShellConfig::new(base.path()).sandbox(Arc::new(sandbox))).unwrap();
     let bash = tool(&shell, "Bash");
 
     let inside = call(
@@ -74,12 +67,10 @@ async fn sandbox_allows_writes_inside_and_blocks_writes_outside() {
 
 #[tokio::test]
 async fn background_tasks_are_sandboxed_too() {
-    let Some(sandbox) = sandbox_or_skip(false) else {
-        return;
-    };
+    let sandbox = sandbox(SandboxMode::WorkspaceWrite);
     let base = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let shell = ShellTools::sandboxed(ShellConfig::new(base.path()), Arc::new(sandbox)).unwrap();
+    let shell = ShellTools::new(ShellConfig::new(base.path()).sandbox(Arc::new(sandbox))).unwrap();
     let target = outside.path().join("escape.txt");
     let started = call(
         &tool(&shell, "Bash"),
@@ -103,29 +94,43 @@ async fn background_tasks_are_sandboxed_too() {
 }
 
 #[tokio::test]
-async fn sandbox_can_forbid_network_connections() {
-    let Some(sandbox) = sandbox_or_skip(true) else {
-        return;
-    };
+async fn the_network_can_be_allowed_in_the_sandbox() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let base = tempfile::tempdir().unwrap();
+    let sandbox = sandbox(SandboxMode::WorkspaceWrite)
+        .allow_network(true)
+        .unwrap();
+    assert!(!sandbox.denies_network());
+    let shell = ShellTools::new(ShellConfig::new(base.path()).sandbox(Arc::new(sandbox))).unwrap();
     let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-
-    let open = shell_in(base.path());
-    let allowed = call(&tool(&open, "Bash"), json!({"command": command}))
+    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
         .await
         .unwrap();
-    assert_eq!(allowed.llm_text(), "connected\nExit code: 0");
+    assert_eq!(out.llm_text(), "connected\nExit code: 0");
+}
 
-    let confined = ShellTools::sandboxed(ShellConfig::new(base.path()), Arc::new(sandbox)).unwrap();
-    let denied = call(&tool(&confined, "Bash"), json!({"command": command}))
-        .await
-        .unwrap();
+#[test]
+fn modes_parse_print_and_describe_themselves() {
+    for mode in [
+        SandboxMode::Off,
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+    ] {
+        assert_eq!(mode.to_string().parse::<SandboxMode>(), Ok(mode));
+    }
     assert!(
-        !denied.llm_text().contains("connected\n"),
-        "{}",
-        denied.llm_text()
+        "none"
+            .parse::<SandboxMode>()
+            .unwrap_err()
+            .contains("off, read-only or workspace-write")
     );
-    assert_ne!(denied.meta.unwrap()["exit_code"], 0);
+    let summary = sandbox(SandboxMode::ReadOnly).summary();
+    assert!(summary.starts_with("read-only (Landlock ABI "), "{summary}");
+    assert!(summary.contains("network off"), "{summary}");
+    assert!(matches!(
+        LandlockSandbox::new(SandboxMode::Off),
+        Err(SandboxError::Setup(_))
+    ));
+    assert_eq!(SandboxMode::best_available(), SandboxMode::WorkspaceWrite);
 }

@@ -4,24 +4,28 @@
 //! - [`ShellTools`] holds the configuration and the background tasks of one tool set; its
 //!   [`ShellTools::tools`] are the three tools, and [`ShellTools::close`] kills every task it
 //!   started (dropping it without closing kills them too, as a backstop).
-//! - `Bash` runs `bash -c <command>` in the base dir, stdin from `/dev/null`, in its own
-//!   process group. On timeout or cancellation the whole group gets `SIGTERM` and, after a
-//!   grace period, `SIGKILL`; when the command exits on its own, anything it left running in
-//!   its group (`cmd &`) is ended the same way, so no orphan outlives a call. Use
-//!   `run_in_background` for servers and watchers.
+//! - `Bash` runs `bash -c <command>` in the base dir, stdin from `/dev/null`, in a session of
+//!   its own, with every process it starts kept track of ([`Containment`]: a cgroup v2 group
+//!   where this process may create one, else a subreaper supervisor), so that `setsid`, `set
+//!   -m` jobs and daemons that fork twice cannot slip away. On timeout or cancellation every
+//!   process gets `SIGTERM` and, after a grace period, `SIGKILL`; when the command exits on its
+//!   own, whatever it left running is ended the same way and the result says how many
+//!   processes were killed. Use `run_in_background` for servers and watchers.
 //! - Each call starts in the base dir: `cd` does **not** carry over between calls (the
 //!   working directory is not tracked), which keeps calls independent and safe to run in
 //!   parallel. Chain commands (`cd sub && make`) instead.
-//! - The environment is the parent's, minus [`ShellConfig::deny_env`] names, plus
+//! - The environment comes from an [`EnvPolicy`] ([`ShellConfig::env_policy`]; by default a
+//!   small allow-list of the parent's variables, never one named like a secret), plus
 //!   [`ShellConfig::env`] overrides.
 //!
 //! ```no_run
 //! use toolbelt_builtin::shell::{CommandPolicy, ShellConfig, ShellTools};
+//! use toolbelt_core::EnvPolicy;
 //!
 //! # async fn run() -> Result<(), toolbelt_core::ToolError> {
 //! let shell = ShellTools::new(
 //!     ShellConfig::new("/path/to/project")
-//!         .deny_env("AWS_SECRET_ACCESS_KEY")
+//!         .env_policy(EnvPolicy::new().allow("AWS_PROFILE"))
 //!         .policy(CommandPolicy::new().deny("git push")),
 //! )?;
 //! let tools = shell.tools(); // Bash, TaskOutput, TaskStop
@@ -30,9 +34,12 @@
 //! # Ok(()) }
 //! ```
 
+mod cgroup;
 mod output;
 mod policy;
 mod process;
+mod procs;
+mod reaper;
 mod sandbox;
 mod tasks;
 mod tools;
@@ -44,15 +51,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use toolbelt_core::{DynTool, ToolContext, ToolError, ToolSet};
+use toolbelt_core::{DynTool, EnvPolicy, ToolContext, ToolError, ToolSet};
 
 pub use output::{CappedOutput, RenderedOutput};
 pub use policy::{CommandPattern, CommandPolicy, PolicyViolation};
 pub use process::{
-    ExitOutcome, LocalProcessBackend, OutputStream, OutputTarget, ProcessBackend, ProcessRequest,
-    RunningProcess,
+    Cleanup, Containment, ExitOutcome, Killer, LocalProcessBackend, OutputStream, OutputTarget,
+    ProcessBackend, ProcessRequest, RunningProcess,
 };
-pub use sandbox::{ChildHook, LandlockSandbox, SandboxError, SandboxPolicy};
+pub use sandbox::{ChildHook, LandlockSandbox, SandboxError, SandboxMode, SandboxPolicy};
 pub use tasks::TaskStatus;
 
 use tasks::TaskRegistry;
@@ -69,11 +76,12 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 30_000;
 pub struct ShellConfig {
     base_dir: PathBuf,
     temp_dir: Option<PathBuf>,
-    deny_env: Vec<String>,
+    env_policy: EnvPolicy,
     env: Vec<(String, String)>,
     policy: Option<CommandPolicy>,
     backend: Option<Arc<dyn ProcessBackend>>,
     sandbox: Option<Arc<dyn SandboxPolicy>>,
+    containment: Containment,
     default_timeout: Duration,
     max_timeout: Duration,
     kill_grace: Duration,
@@ -85,11 +93,12 @@ impl fmt::Debug for ShellConfig {
         f.debug_struct("ShellConfig")
             .field("base_dir", &self.base_dir)
             .field("temp_dir", &self.temp_dir)
-            .field("deny_env", &self.deny_env)
+            .field("env_policy", &self.env_policy)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("policy", &self.policy)
             .field("backend", &self.backend)
             .field("sandbox", &self.sandbox)
+            .field("containment", &self.containment)
             .field("default_timeout", &self.default_timeout)
             .field("max_timeout", &self.max_timeout)
             .field("kill_grace", &self.kill_grace)
@@ -111,11 +120,12 @@ impl ShellConfig {
         Self {
             base_dir: base_dir.into(),
             temp_dir: None,
-            deny_env: Vec::new(),
+            env_policy: EnvPolicy::new(),
             env: Vec::new(),
             policy: None,
             backend: None,
             sandbox: None,
+            containment: Containment::Auto,
             default_timeout: DEFAULT_TIMEOUT,
             max_timeout: MAX_TIMEOUT,
             kill_grace: Duration::from_secs(2),
@@ -137,14 +147,14 @@ impl ShellConfig {
         self
     }
 
-    /// Removes an inherited environment variable. A name ending in `*` removes every
-    /// variable with that prefix (`AWS_*`).
-    pub fn deny_env(mut self, name: impl Into<String>) -> Self {
-        self.deny_env.push(name.into());
+    /// Which of this process's environment variables commands inherit (default
+    /// [`EnvPolicy::new`]: the core allow-list, never a name that looks like a secret).
+    pub fn env_policy(mut self, policy: EnvPolicy) -> Self {
+        self.env_policy = policy;
         self
     }
 
-    /// Sets an environment variable for every command (after the deny list is applied).
+    /// Sets an environment variable for every command, over what the policy passes.
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
         self
@@ -167,6 +177,13 @@ impl ShellConfig {
     /// backend brings its own isolation.
     pub fn sandbox(mut self, sandbox: Arc<dyn SandboxPolicy>) -> Self {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// How the local backend keeps track of the processes a command starts (default
+    /// [`Containment::Auto`]). Ignored when a custom [`ShellConfig::backend`] is set.
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
         self
     }
 
@@ -195,23 +212,20 @@ impl ShellConfig {
         self
     }
 
+    /// Whether commands run on a custom backend (which ignores [`ShellConfig::sandbox`]).
+    pub(crate) fn has_custom_backend(&self) -> bool {
+        self.backend.is_some()
+    }
+
     /// The environment a command gets.
     fn command_env(&self, temp_dir: &Path, sandboxed: bool) -> Vec<(OsString, OsString)> {
-        let denied = |name: &str| {
-            self.deny_env
-                .iter()
-                .any(|rule| match rule.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => rule == name,
-                })
-        };
-        let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-            .filter(|(name, _)| !name.to_str().is_some_and(denied))
-            .collect();
+        let mut env = self.env_policy.resolve();
         if sandboxed {
             // The system temp dir is not writable in the sandbox; point tools at ours.
-            env.retain(|(name, _)| name != "TMPDIR");
-            env.push(("TMPDIR".into(), temp_dir.as_os_str().to_owned()));
+            for name in ["TMPDIR", "TMP", "TEMP"] {
+                env.retain(|(existing, _)| existing != name);
+                env.push((name.into(), temp_dir.as_os_str().to_owned()));
+            }
         }
         for (name, value) in &self.env {
             env.retain(|(existing, _)| existing != name.as_str());
@@ -240,7 +254,8 @@ impl ShellState {
             cwd: self.base_dir.clone(),
             env: self.config.command_env(&self.temp_dir, self.sandboxed),
             output: OutputTarget::Pipe,
-            writable_roots: vec![self.base_dir.clone(), self.temp_dir.clone()],
+            workspace_roots: vec![self.base_dir.clone()],
+            temp_dir: Some(self.temp_dir.clone()),
         }
     }
 
@@ -310,10 +325,17 @@ impl ShellTools {
             match (&config.backend, &config.sandbox) {
                 (Some(backend), _) => (backend.clone(), false),
                 (None, Some(sandbox)) => (
-                    Arc::new(LocalProcessBackend::new().with_sandbox(sandbox.clone())),
+                    Arc::new(
+                        LocalProcessBackend::new()
+                            .with_containment(config.containment)
+                            .with_sandbox(sandbox.clone()),
+                    ),
                     true,
                 ),
-                (None, None) => (Arc::new(LocalProcessBackend::new()), false),
+                (None, None) => (
+                    Arc::new(LocalProcessBackend::new().with_containment(config.containment)),
+                    false,
+                ),
             };
         let tasks = TaskRegistry::new(temp_dir.clone(), config.kill_grace, config.max_output_chars);
         let state = Arc::new(ShellState {
@@ -327,17 +349,6 @@ impl ShellTools {
         });
         let tools = tools::build(&state)?;
         Ok(Self { state, tools })
-    }
-
-    /// A sandboxed set: like [`ShellTools::new`], with commands confined by `sandbox`.
-    ///
-    /// Build the sandbox first (for example with [`LandlockSandbox::new`]); that step fails
-    /// with a clear error when the kernel cannot enforce it.
-    pub fn sandboxed(
-        config: ShellConfig,
-        sandbox: Arc<dyn SandboxPolicy>,
-    ) -> Result<Self, ToolError> {
-        Self::new(config.sandbox(sandbox))
     }
 
     /// `Bash`, `TaskOutput` and `TaskStop`.

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{CappedOutput, RenderedOutput};
-use super::process::{ExitOutcome, OutputTarget, ProcessBackend, ProcessRequest, signal_group};
+use super::process::{Cleanup, ExitOutcome, Killer, OutputTarget, ProcessBackend, ProcessRequest};
 
 /// The state of a background task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,18 +52,42 @@ struct Task {
     id: String,
     command: String,
     log_path: PathBuf,
-    /// The process group to kill from `Drop`, where nothing can be awaited.
-    pgid: Option<i32>,
     /// How far `TaskOutput` has read the log.
     read_offset: tokio::sync::Mutex<u64>,
-    status: watch::Receiver<TaskStatus>,
+    state: watch::Receiver<TaskState>,
     stop: CancellationToken,
+    /// Kills the task's processes from `Drop`, where nothing can be awaited.
+    killer: Option<Killer>,
+}
+
+/// A task's status and, once it ended, what ending its processes did.
+#[derive(Debug, Clone, Copy)]
+struct TaskState {
+    status: TaskStatus,
+    cleanup: Cleanup,
+}
+
+impl Task {
+    fn status(&self) -> TaskStatus {
+        self.state.borrow().status
+    }
+
+    async fn ended(&self) -> TaskState {
+        let mut state = self.state.clone();
+        match state.wait_for(|s| s.status != TaskStatus::Running).await {
+            Ok(state) => *state,
+            // The task's driver is gone (its runtime shut down): report what is known.
+            Err(_) => *self.state.borrow(),
+        }
+    }
 }
 
 /// What one `TaskOutput` read returned.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskRead {
     pub status: TaskStatus,
+    /// What ending the task's leftover processes did, once it ended.
+    pub cleanup: Cleanup,
     pub output: RenderedOutput,
     pub log_path: PathBuf,
     pub command: String,
@@ -118,33 +142,44 @@ impl TaskRegistry {
             .spawn(request)
             .await
             .map_err(|e| format!("could not start the background task: {e}"))?;
-        let pgid = process.id().and_then(|p| i32::try_from(p).ok());
-        let (status_tx, status_rx) = watch::channel(TaskStatus::Running);
+        let killer = process.killer();
+        let (state_tx, state_rx) = watch::channel(TaskState {
+            status: TaskStatus::Running,
+            cleanup: Cleanup::NOTHING,
+        });
         let stop = CancellationToken::new();
         let grace = self.grace;
         let stop_signal = stop.clone();
         tokio::spawn(async move {
-            let status = tokio::select! {
-                result = process.wait() => {
-                    process.kill_leftovers(grace).await;
-                    TaskStatus::Completed(result.unwrap_or(ExitOutcome { code: None, signal: None }))
-                }
-                _ = stop_signal.cancelled() => {
-                    // The task is reported killed whether or not the kill raced its exit.
-                    let _ = process.terminate(grace).await;
-                    TaskStatus::Killed
-                }
+            let unknown = ExitOutcome {
+                code: None,
+                signal: None,
             };
-            let _ = status_tx.send(status);
+            let failed = Cleanup {
+                killed: 0,
+                complete: false,
+            };
+            let state = tokio::select! {
+                result = process.wait() => TaskState {
+                    status: TaskStatus::Completed(result.unwrap_or(unknown)),
+                    cleanup: process.kill_leftovers(grace).await.unwrap_or(failed),
+                },
+                _ = stop_signal.cancelled() => TaskState {
+                    // The task is reported killed whether or not the kill raced its exit.
+                    status: TaskStatus::Killed,
+                    cleanup: process.terminate(grace).await.map_or(failed, |(_, c)| c),
+                },
+            };
+            let _ = state_tx.send(state);
         });
         let task = Arc::new(Task {
             id: id.clone(),
             command,
             log_path: log_path.clone(),
-            pgid,
             read_offset: tokio::sync::Mutex::new(0),
-            status: status_rx,
+            state: state_rx,
             stop,
+            killer,
         });
         self.lock().insert(number, task);
         if self.is_closed() {
@@ -180,15 +215,13 @@ impl TaskRegistry {
     ) -> Result<TaskRead, String> {
         let task = self.find(id)?;
         if let Some(wait) = wait {
-            let mut status = task.status.clone();
-            let finished = status.wait_for(|s| *s != TaskStatus::Running);
             tokio::select! {
-                _ = tokio::time::timeout(wait, finished) => {}
+                _ = tokio::time::timeout(wait, task.ended()) => {}
                 _ = cancel.cancelled() => {}
             }
         }
         // Read the status before the log, so "completed" always comes with all its output.
-        let status = *task.status.borrow();
+        let TaskState { status, cleanup } = *task.state.borrow();
         let mut offset = task.read_offset.lock().await;
         let (output, new_offset) = read_new_output(
             &task.log_path,
@@ -200,16 +233,18 @@ impl TaskRegistry {
         *offset = new_offset;
         Ok(TaskRead {
             status,
+            cleanup,
             output,
             log_path: task.log_path.clone(),
             command: task.command.clone(),
         })
     }
 
-    /// Kills a running task's process group and waits until it is reaped.
-    pub async fn stop(&self, id: &str) -> Result<String, String> {
+    /// Kills every process of a running task and waits until they are gone. Returns the
+    /// task's command and what was killed.
+    pub async fn stop(&self, id: &str) -> Result<(String, Cleanup), String> {
         let task = self.find(id)?;
-        let current = *task.status.borrow();
+        let current = task.status();
         if current != TaskStatus::Running {
             return Err(format!(
                 "task {} is not running: it has already {current}; nothing to stop",
@@ -217,9 +252,8 @@ impl TaskRegistry {
             ));
         }
         task.stop.cancel();
-        let mut status = task.status.clone();
-        let _ = status.wait_for(|s| *s != TaskStatus::Running).await;
-        Ok(task.command.clone())
+        let ended = task.ended().await;
+        Ok((task.command.clone(), ended.cleanup))
     }
 
     /// Refuses new tasks and kills every running one, waiting for each to be reaped.
@@ -234,8 +268,7 @@ impl TaskRegistry {
             task.stop.cancel();
         }
         for task in tasks {
-            let mut status = task.status.clone();
-            let _ = status.wait_for(|s| *s != TaskStatus::Running).await;
+            task.ended().await;
         }
     }
 }
@@ -243,14 +276,14 @@ impl TaskRegistry {
 impl Drop for TaskRegistry {
     fn drop(&mut self) {
         // A backstop for a tool set dropped without `close`: nothing can be awaited here, so
-        // kill every running task's group outright.
+        // kill every running task's processes outright, and stop its driver.
         for task in self.lock().values() {
-            if *task.status.borrow() == TaskStatus::Running
-                && let Some(pgid) = task.pgid
+            if task.status() == TaskStatus::Running
+                && let Some(kill) = &task.killer
             {
-                task.stop.cancel();
-                signal_group(pgid, libc::SIGKILL);
+                kill();
             }
+            task.stop.cancel();
         }
     }
 }

@@ -11,11 +11,11 @@ use toolbelt_core::{DynTool, FunctionTool, JsonObject, ToolContext, ToolError, T
 
 use super::ShellState;
 use super::output::CappedOutput;
-use super::process::{ExitOutcome, OutputStream};
+use super::process::{Cleanup, ExitOutcome, OutputStream};
 use super::tasks::TaskStatus;
 
-/// How long output is still collected after a command ends or is killed, for descendants that
-/// escaped its process group and keep the pipe open.
+/// How long output is still collected after a command and everything it started have ended
+/// (a process that inherited the pipe from outside the command could keep it open).
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// The default and largest wait of a blocking `TaskOutput`.
 const DEFAULT_TASK_WAIT: Duration = Duration::from_millis(30_000);
@@ -74,6 +74,38 @@ finish; pass block=false to look without waiting.";
 
 const TASK_STOP_DESCRIPTION: &str = "Stops a running background task started by Bash with \
 run_in_background, killing its whole process tree.";
+
+/// "1 process" or "N processes".
+fn processes(count: usize) -> String {
+    match count {
+        1 => "1 process".to_string(),
+        n => format!("{n} processes"),
+    }
+}
+
+/// The sentence that says what ending a command's processes did, when there is something to
+/// say. `what` names the processes that were killed.
+fn cleanup_note(cleanup: Cleanup, what: &str) -> Option<String> {
+    let escaped = "some processes it started could not be tracked and may still be running";
+    match cleanup {
+        Cleanup {
+            killed: 0,
+            complete: true,
+        } => None,
+        Cleanup {
+            killed,
+            complete: true,
+        } => Some(format!("Killed {} {what}.", processes(killed))),
+        Cleanup {
+            killed: 0,
+            complete: false,
+        } => Some(format!("Warning: {escaped}.")),
+        Cleanup { killed, .. } => Some(format!(
+            "Killed {} {what}; warning: {escaped}.",
+            processes(killed)
+        )),
+    }
+}
 
 /// Builds the three tools over `state`.
 pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> {
@@ -227,7 +259,15 @@ async fn run_foreground(
             Err(ToolError::Cancelled)
         }
         Ending::TimedOut => {
-            let outcome = process.terminate(grace).await.ok();
+            let ended = process.terminate(grace).await.ok();
+            let outcome = ended.map(|(outcome, _)| outcome);
+            let cleanup = ended.map_or(
+                Cleanup {
+                    killed: 0,
+                    complete: false,
+                },
+                |(_, cleanup)| cleanup,
+            );
             drain(&mut stream, &mut output).await;
             let rendered = output.render();
             let mut text = if rendered.text.is_empty() {
@@ -236,12 +276,17 @@ async fn run_foreground(
                 format!("{}\n", rendered.text.trim_end_matches('\n'))
             };
             text.push_str(&format!(
-                "Command timed out after {} ms; it and every process it started were killed.",
+                "Command timed out after {} ms. ",
                 timeout.as_millis()
             ));
+            text.push_str(
+                &cleanup_note(cleanup, "(the command and everything it started)")
+                    .unwrap_or_else(|| "It had already ended.".to_string()),
+            );
             let mut out = ToolOutput::error(text);
             out.meta = Some(meta(&[
                 ("timed_out", json!(true)),
+                ("killed_processes", json!(cleanup.killed)),
                 ("signal", json!(outcome.and_then(|o| o.signal))),
                 ("omitted_chars", json!(rendered.omitted_chars)),
             ]));
@@ -250,9 +295,12 @@ async fn run_foreground(
         Ending::Exited(status) => {
             let outcome = status
                 .map_err(|e| ToolError::failed(format!("waiting for the command failed: {e}")))?;
-            // Background jobs the command left in its group would keep the pipe open and
+            // Background jobs and daemons the command left would keep the pipe open and
             // outlive the call: end them, then collect what they printed.
-            process.kill_leftovers(grace).await;
+            let cleanup = process.kill_leftovers(grace).await.unwrap_or(Cleanup {
+                killed: 0,
+                complete: false,
+            });
             drain(&mut stream, &mut output).await;
             let rendered = output.render();
             let body = if rendered.text.is_empty() {
@@ -265,9 +313,15 @@ async fn run_foreground(
                 (None, Some(signal)) => format!("Killed by signal {signal}"),
                 (None, None) => "Exit status unknown".to_string(),
             };
-            let mut out = ToolOutput::text(format!("{body}\n{status_line}"));
+            let mut text = format!("{body}\n{status_line}");
+            if let Some(note) = cleanup_note(cleanup, "the command left running") {
+                text.push('\n');
+                text.push_str(&note);
+            }
+            let mut out = ToolOutput::text(text);
             out.meta = Some(meta(&[
                 ("exit_code", json!(outcome.code)),
+                ("killed_processes", json!(cleanup.killed)),
                 ("signal", json!(outcome.signal)),
                 ("omitted_chars", json!(rendered.omitted_chars)),
             ]));
@@ -295,7 +349,14 @@ async fn task_output(
     } else {
         read.output.text.trim_end_matches('\n').to_string()
     };
-    let mut text = format!("Task {}: {}\n{body}", args.task_id.trim(), read.status);
+    let mut text = format!("Task {}: {}", args.task_id.trim(), read.status);
+    if let TaskStatus::Completed(_) = read.status
+        && let Some(note) = cleanup_note(read.cleanup, "it left running")
+    {
+        text.push_str(&format!(". {note}"));
+    }
+    text.push('\n');
+    text.push_str(&body);
     if read.output.omitted_chars > 0 {
         text.push_str(&format!(
             "\n(The full output is in {}.)",
@@ -311,6 +372,7 @@ async fn task_output(
         ("status", json!(read.status.as_str())),
         ("exit_code", json!(code)),
         ("signal", json!(signal)),
+        ("killed_processes", json!(read.cleanup.killed)),
         ("command", json!(read.command)),
         ("omitted_chars", json!(read.output.omitted_chars)),
     ]));
@@ -318,13 +380,17 @@ async fn task_output(
 }
 
 async fn task_stop(state: &ShellState, args: TaskStopArgs) -> Result<ToolOutput, ToolError> {
-    let command = state
+    let (command, cleanup) = state
         .tasks
         .stop(&args.task_id)
         .await
         .map_err(ToolError::failed)?;
-    Ok(ToolOutput::text(format!(
-        "Stopped task {} ({command}); it and every process it started were killed.",
+    let note = cleanup_note(cleanup, "(the task and everything it started)")
+        .unwrap_or_else(|| "It had already ended.".to_string());
+    let mut out = ToolOutput::text(format!(
+        "Stopped task {} ({command}). {note}",
         args.task_id.trim()
-    )))
+    ));
+    out.meta = Some(meta(&[("killed_processes", json!(cleanup.killed))]));
+    Ok(out)
 }

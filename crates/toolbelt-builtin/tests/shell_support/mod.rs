@@ -70,3 +70,42 @@ pub async fn call(tool: &DynTool, args: serde_json::Value) -> Result<ToolOutput,
 pub fn shell_in(dir: &Path) -> ShellTools {
     ShellTools::new(ShellConfig::new(dir).kill_grace(Duration::from_millis(300))).unwrap()
 }
+
+/// A shell tool set in `dir` with the given containment and sandbox, short kill grace.
+pub fn shell_with(
+    dir: &Path,
+    containment: toolbelt_builtin::shell::Containment,
+    sandbox: Option<toolbelt_builtin::shell::SandboxMode>,
+) -> ShellTools {
+    let mut config = ShellConfig::new(dir)
+        .kill_grace(Duration::from_millis(300))
+        .containment(containment);
+    if let Some(mode) = sandbox {
+        let sandbox = toolbelt_builtin::shell::LandlockSandbox::new(mode)
+            .unwrap_or_else(|e| panic!("this kernel must enforce the {mode} sandbox: {e}"));
+        config = config.sandbox(std::sync::Arc::new(sandbox));
+    }
+    ShellTools::new(config).unwrap()
+}
+
+/// Reads every pid (one per line) a test command wrote to `path`, waiting (bounded) for
+/// `count` of them.
+pub async fn read_pids(path: &Path, count: usize) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids: Vec<u32> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if pids.len() >= count {
+            return pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held {count} pids",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
