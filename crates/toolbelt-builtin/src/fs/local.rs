@@ -1,5 +1,5 @@
-//! [`LocalFileOps`]: the local file system, confined to a base directory with checks at use
-//! time (see [`crate::confine`] for the guarantee and its limits).
+//! [`LocalFileOps`]: the local file system, every file opened beneath a handle of the base
+//! directory (see [`crate::confine`] for the guarantee and its limits).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{Access, AtFlags, FileType, Mode, OFlags};
 
 use super::{DirEntry, FileContents, FileKind, FileOps, FileStat, FsError, WalkOptions};
-use crate::confine::{Confinement, PathError, split_parent};
+use crate::confine::Confinement;
 
 /// The local file system below a base directory.
 ///
@@ -78,22 +78,14 @@ impl FileOps for LocalFileOps {
     async fn stat(&self, path: &Path) -> Result<Option<FileStat>, FsError> {
         let path = path.to_path_buf();
         self.blocking(move |c| {
-            if path == c.base() {
-                let fd = c.open_dir(&path)?;
-                let st = rustix::fs::fstat(&fd).map_err(|e| c.io_error(&path, e.into()))?;
-                return Ok(Some(stat_from(&st)));
-            }
-            let found = at_path(c, &path, false, |dir, name| {
-                let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-                if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-                    return Err(loop_error());
+            // O_PATH: metadata only, nothing is read and no device is opened.
+            match c.open(&path, OFlags::PATH) {
+                Ok(fd) => {
+                    let st = rustix::fs::fstat(&fd).map_err(|e| c.io_error(&path, e.into()))?;
+                    Ok(Some(stat_from(&st)))
                 }
-                Ok(stat_from(&st))
-            });
-            match found {
-                Ok(stat) => Ok(Some(stat)),
                 Err(e) if e.is_not_found() => Ok(None),
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             }
         })
         .await
@@ -102,20 +94,17 @@ impl FileOps for LocalFileOps {
     async fn read(&self, path: &Path, max_size: Option<u64>) -> Result<FileContents, FsError> {
         let path = path.to_path_buf();
         self.blocking(move |c| {
-            if path == c.base() {
-                return Err(FsError::IsDirectory {
-                    path: c.display_path(&path),
-                });
-            }
-            let fd = at_path(c, &path, false, |dir, name| {
-                // NONBLOCK: opening a FIFO must not hang; regular files ignore it.
-                let flags = OFlags::RDONLY
-                    | OFlags::NOFOLLOW
-                    | OFlags::CLOEXEC
-                    | OFlags::NOCTTY
-                    | OFlags::NONBLOCK;
-                Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
-            })?;
+            // NONBLOCK: opening a FIFO must not hang; regular files ignore it.
+            let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK;
+            let fd = match c.open(&path, flags) {
+                Ok(fd) => fd,
+                Err(e) if e.is_not_found() => {
+                    return Err(FsError::NotFound {
+                        path: c.display_path(&path),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            };
             let st = rustix::fs::fstat(&fd).map_err(|e| c.io_error(&path, e.into()))?;
             let stat = stat_from(&st);
             match stat.kind {
@@ -153,20 +142,32 @@ impl FileOps for LocalFileOps {
         let path = path.to_path_buf();
         let bytes = bytes.to_vec();
         self.blocking(move |c| {
-            if path == c.base() {
-                return Err(FsError::IsDirectory {
-                    path: c.display_path(&path),
-                });
-            }
-            let written = at_path(c, &path, true, |dir, name| replace_file(dir, name, &bytes));
-            match written {
-                Err(FsError::Other { message, .. }) if message == IS_DIRECTORY => {
-                    Err(FsError::IsDirectory {
-                        path: c.display_path(&path),
-                    })
+            let is_directory = || FsError::IsDirectory {
+                path: c.display_path(&path),
+            };
+            // The final name may become a symlink between locating and replacing it; locate
+            // it again then (a symlink is followed by the rule, or refused).
+            for _ in 0..4 {
+                let (dir, name) = c.parent_for_write(&path)?;
+                let Some(name) = name else {
+                    return Err(is_directory());
+                };
+                match replace_file(&dir, &name, &bytes) {
+                    Ok(stat) => return Ok(stat),
+                    Err(Replace::IsDirectory) => return Err(is_directory()),
+                    Err(Replace::ReadOnly) => {
+                        return Err(FsError::Other {
+                            path: c.display_path(&path),
+                            message: READ_ONLY.to_string(),
+                        });
+                    }
+                    Err(Replace::BecameSymlink) => continue,
+                    Err(Replace::Io(e)) => return Err(c.io_error(&path, e).into()),
                 }
-                other => other,
             }
+            Err(c
+                .io_error(&path, io::Error::from(rustix::io::Errno::LOOP))
+                .into())
         })
         .await
     }
@@ -174,9 +175,8 @@ impl FileOps for LocalFileOps {
     async fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, FsError> {
         let dir = dir.to_path_buf();
         self.blocking(move |c| {
-            let fd = c.open_dir(&dir)?;
-            let entries =
-                rustix::fs::Dir::read_from(&fd).map_err(|e| c.io_error(&dir, e.into()))?;
+            let fd = c.open(&dir, OFlags::RDONLY | OFlags::DIRECTORY)?;
+            let entries = rustix::fs::Dir::new(fd).map_err(|e| c.io_error(&dir, e.into()))?;
             let mut out = Vec::new();
             for entry in entries {
                 let entry = entry.map_err(|e| c.io_error(&dir, e.into()))?;
@@ -196,54 +196,96 @@ impl FileOps for LocalFileOps {
     async fn walk(&self, root: &Path, options: WalkOptions) -> Result<Vec<PathBuf>, FsError> {
         let root = root.to_path_buf();
         self.blocking(move |c| {
-            // Verify the root on a handle before walking it.
-            drop(c.open_dir(&root)?);
-            let mut files = Vec::new();
-            for entry in crate::search::rules::walk_builder(&root, options.include_ignored).build()
-            {
-                let entry = entry.map_err(|e| FsError::Other {
-                    path: c.display_path(&root),
-                    message: e.to_string(),
-                })?;
-                if entry.file_type().is_some_and(|t| t.is_file()) {
-                    files.push(entry.into_path());
-                }
-            }
-            files.sort();
-            Ok(files)
+            let other = |message: String| FsError::Other {
+                path: c.display_path(&root),
+                message,
+            };
+            let global = std::sync::Arc::new(crate::search::rules::global_excludes());
+            let filters = crate::search::rules::Filters::new(
+                c.base(),
+                options.include_ignored,
+                None,
+                None,
+                global,
+            )
+            .map_err(|e| other(e.to_string()))?;
+            Ok(crate::search::walk::files(c, &root, &filters)?)
         })
         .await
     }
 }
 
-/// Marker message for "the target is a directory" inside [`replace_file`].
-const IS_DIRECTORY: &str = "is a directory";
+/// What a refused write says: the file's permission bits grant nobody write access (even
+/// root, who could override them, respects them).
+const READ_ONLY: &str = "file is read-only";
+
+/// Why [`replace_file`] did not replace.
+enum Replace {
+    IsDirectory,
+    ReadOnly,
+    /// The name turned into a symlink since it was located.
+    BecameSymlink,
+    Io(io::Error),
+}
+
+impl From<rustix::io::Errno> for Replace {
+    fn from(errno: rustix::io::Errno) -> Self {
+        Replace::Io(errno.into())
+    }
+}
+
+impl From<io::Error> for Replace {
+    fn from(e: io::Error) -> Self {
+        Replace::Io(e)
+    }
+}
 
 /// Writes `bytes` to a fresh temporary file next to `name` and renames it over `name`, all
-/// relative to the verified directory handle `dir`.
-fn replace_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<FileStat> {
-    let existing_mode = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+/// relative to the confined directory handle `dir`. An existing file keeps its owner (where
+/// the process may set it) and its permission bits without setuid and setgid; a file whose
+/// bits grant no write access, or that this process may not write, is refused. The
+/// temporary file is removed on every failure.
+fn replace_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> Result<FileStat, Replace> {
+    let existing = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-            FileType::Symlink => return Err(loop_error()),
-            FileType::Directory => return Err(io::Error::other(IS_DIRECTORY)),
-            _ => Some(st.st_mode & 0o7777),
+            FileType::Symlink => return Err(Replace::BecameSymlink),
+            FileType::Directory => return Err(Replace::IsDirectory),
+            _ => Some(st),
         },
         Err(rustix::io::Errno::NOENT) => None,
         Err(e) => return Err(e.into()),
     };
+    if let Some(st) = &existing {
+        let no_write_bits = st.st_mode & 0o222 == 0;
+        let denied = rustix::fs::accessat(dir, name, Access::WRITE_OK, AtFlags::EACCESS).is_err();
+        if no_write_bits || denied {
+            return Err(Replace::ReadOnly);
+        }
+    }
+    // Kept bits: never setuid or setgid (a root process would otherwise leave a setuid file
+    // with content a model chose).
+    let kept_mode = existing.as_ref().map(|st| st.st_mode & 0o1777);
     let temp = temp_name(name);
-    let create_mode = Mode::from_raw_mode(existing_mode.unwrap_or(0o666));
     let fd = rustix::fs::openat(
         dir,
         temp.as_str(),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        create_mode,
+        Mode::from_raw_mode(kept_mode.unwrap_or(0o666)),
     )?;
     let result = (|| -> io::Result<()> {
         let mut file = File::from(fd);
         file.write_all(bytes)?;
-        // The umask applied at creation; set the old file's bits exactly.
-        if let Some(mode) = existing_mode {
+        if let Some(st) = &existing {
+            // Keep the owner where allowed (root replacing a user's file); a change of owner
+            // clears setuid bits, so the mode is set after it.
+            let _ = rustix::fs::fchown(
+                &file,
+                Some(rustix::fs::Uid::from_raw(st.st_uid)),
+                Some(rustix::fs::Gid::from_raw(st.st_gid)),
+            );
+        }
+        // The umask applied at creation; set the kept bits exactly.
+        if let Some(mode) = kept_mode {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
         }
         file.sync_all()?;
@@ -253,10 +295,18 @@ fn replace_file(dir: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<FileSta
     })();
     if let Err(e) = result {
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
-        return Err(e);
+        return Err(e.into());
     }
-    // Make the rename itself durable; a failure here does not undo the write.
-    let _ = rustix::fs::fsync(dir);
+    // Make the rename itself durable (the handle is O_PATH, so open the directory for it);
+    // a failure here does not undo the write.
+    if let Ok(readable) = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        let _ = rustix::fs::fsync(&readable);
+    }
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(stat_from(&st))
 }
@@ -275,74 +325,6 @@ fn temp_name(name: &OsStr) -> String {
         stem.push(ch);
     }
     format!(".{stem}.{}.{n}.toolbelt-tmp", std::process::id())
-}
-
-fn loop_error() -> io::Error {
-    io::Error::from(rustix::io::Errno::LOOP)
-}
-
-/// Runs `op` on `path`'s final name relative to a verified handle of its parent. When the
-/// final name turned into a symlink since it was resolved (`ELOOP` under `O_NOFOLLOW`), the
-/// path is resolved again, once: an escape is then refused as outside the base.
-fn at_path<T>(
-    c: &Confinement,
-    path: &Path,
-    create_parents: bool,
-    op: impl Fn(&OwnedFd, &OsStr) -> io::Result<T>,
-) -> Result<T, FsError> {
-    let mut current = path.to_path_buf();
-    for attempt in 0..2 {
-        let (parent, name) = split_parent(&current).ok_or_else(|| PathError::Invalid {
-            path: c.display_path(&current),
-            reason: "the path has no file name",
-        })?;
-        let dir = if create_parents {
-            c.open_or_create_dir(parent)?
-        } else {
-            match c.open_dir(parent) {
-                Ok(dir) => dir,
-                Err(e) if e.is_not_found() || is_not_dir(&e) => {
-                    return Err(FsError::NotFound {
-                        path: c.display_path(path),
-                    });
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        match op(&dir, name) {
-            Ok(value) => return Ok(value),
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                if attempt == 0 {
-                    current = c.resolve(&current.to_string_lossy())?;
-                    continue;
-                }
-                return Err(PathError::OutsideBase {
-                    path: c.display_path(path),
-                }
-                .into());
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(FsError::NotFound {
-                    path: c.display_path(path),
-                });
-            }
-            Err(e) if e.to_string() == IS_DIRECTORY => {
-                return Err(FsError::Other {
-                    path: c.display_path(path),
-                    message: IS_DIRECTORY.to_string(),
-                });
-            }
-            Err(e) => return Err(c.io_error(path, e).into()),
-        }
-    }
-    Err(PathError::OutsideBase {
-        path: c.display_path(path),
-    }
-    .into())
-}
-
-fn is_not_dir(e: &PathError) -> bool {
-    matches!(e, PathError::Io { source, .. } if source.kind() == io::ErrorKind::NotADirectory)
 }
 
 fn kind_from(file_type: FileType) -> FileKind {

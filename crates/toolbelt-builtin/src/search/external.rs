@@ -197,7 +197,11 @@ impl ExternalSearch {
         if status.code() == Some(2) && total == 0 && !stderr.trim().is_empty() {
             return Err(SearchError::Failed(stderr.trim().to_string()));
         }
-        Ok(GrepResults { lines, total })
+        Ok(GrepResults {
+            lines,
+            total,
+            skipped_outside: 0,
+        })
     }
 
     fn glob_blocking(&self, query: &GlobQuery) -> Result<GlobResults, SearchError> {
@@ -265,7 +269,11 @@ impl ExternalSearch {
         if let Some(limit) = query.limit {
             paths.truncate(limit);
         }
-        Ok(GlobResults { paths, total })
+        Ok(GlobResults {
+            paths,
+            total,
+            skipped_outside: 0,
+        })
     }
 }
 

@@ -78,10 +78,15 @@ pub async fn glob(env: &BuiltinEnv, args: GlobArgs) -> ToolOutput {
             results.total
         ));
     }
+    if let Some(note) = super::skipped_note(results.skipped_outside) {
+        text.push('\n');
+        text.push_str(&note);
+    }
     ToolOutput::text(text).with_structured(json!({
         "filenames": results.paths,
         "num_files": results.total,
         "truncated": truncated,
+        "skipped_outside": results.skipped_outside,
     }))
 }
 

@@ -159,6 +159,10 @@ pub async fn grep(env: &BuiltinEnv, args: GrepArgs) -> ToolOutput {
             offset + shown
         ));
     }
+    if let Some(note) = super::skipped_note(results.skipped_outside) {
+        text.push('\n');
+        text.push_str(&note);
+    }
     let mode_name = match mode {
         GrepOutputMode::Content => "content",
         GrepOutputMode::FilesWithMatches => "files_with_matches",
@@ -170,5 +174,6 @@ pub async fn grep(env: &BuiltinEnv, args: GrepArgs) -> ToolOutput {
         "shown": shown,
         "offset": offset,
         "left_out": left_out,
+        "skipped_outside": results.skipped_outside,
     }))
 }

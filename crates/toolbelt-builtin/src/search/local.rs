@@ -1,6 +1,7 @@
 //! [`LocalSearch`]: Glob and Grep in-process, on ripgrep's own libraries (`ignore` for the
-//! parallel walk, `grep-regex`, `grep-searcher` and `grep-printer`), so the output is the
-//! output `rg --sort path` prints for the same options.
+//! walk rules, `grep-regex`, `grep-searcher` and `grep-printer`), so the output is the output
+//! `rg --sort path` prints for the same options. The walk itself is confined
+//! ([`super::walk`]): every directory and file is opened relative to its parent's handle.
 //!
 //! Files are searched in parallel in whatever order the threads reach them; each file's
 //! output is offered to a [`Selection`] that keeps only what the limit can still select
@@ -9,21 +10,23 @@
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use grep_printer::{StandardBuilder, SummaryBuilder, SummaryKind};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
-use ignore::WalkState;
+use ignore::gitignore::Gitignore;
 use ignore::types::TypesBuilder;
 
+use super::rules::{self, Filters};
+use super::walk::{self, FileRef};
 use super::{
     GlobQuery, GlobResults, GrepOutputMode, GrepQuery, GrepResults, SearchBackend, SearchError,
-    rules,
 };
+use crate::confine::{Confinement, PathError};
 
 /// In-process search below a base directory (the default backend).
 ///
@@ -36,16 +39,19 @@ use super::{
 /// ```
 #[derive(Debug, Clone)]
 pub struct LocalSearch {
-    base: PathBuf,
+    confinement: Confinement,
     threads: usize,
+    /// The global git excludes file, read on first use.
+    global: Arc<OnceLock<Arc<Gitignore>>>,
 }
 
 impl LocalSearch {
-    /// Searches below `base` (canonicalized now); paths are shown relative to it.
+    /// Searches below `base` (canonicalized and opened now); paths are shown relative to it.
     pub fn new(base: impl AsRef<Path>) -> std::io::Result<Self> {
         Ok(Self {
-            base: std::fs::canonicalize(base)?,
+            confinement: Confinement::new(base)?,
             threads: 0,
+            global: Arc::new(OnceLock::new()),
         })
     }
 
@@ -58,12 +64,33 @@ impl LocalSearch {
     /// Runs a content search on the calling thread (it blocks; the async trait method runs
     /// it on the blocking pool).
     pub fn grep_blocking(&self, query: &GrepQuery) -> Result<GrepResults, SearchError> {
-        grep(&self.base, self.threads, query)
+        grep(self, query)
     }
 
     /// Runs a file-name search on the calling thread.
     pub fn glob_blocking(&self, query: &GlobQuery) -> Result<GlobResults, SearchError> {
-        glob(&self.base, self.threads, query)
+        glob(self, query)
+    }
+
+    fn base(&self) -> &Path {
+        self.confinement.base()
+    }
+
+    fn filters(
+        &self,
+        include_ignored: bool,
+        user_glob: Option<&str>,
+        types: Option<ignore::types::Types>,
+    ) -> Result<Filters, SearchError> {
+        if let Some(glob) = user_glob {
+            super::check_glob_len(glob)?;
+        }
+        let global = self
+            .global
+            .get_or_init(|| Arc::new(rules::global_excludes()))
+            .clone();
+        Filters::new(self.base(), include_ignored, user_glob, types, global)
+            .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))
     }
 }
 
@@ -82,8 +109,11 @@ impl SearchBackend for LocalSearch {
 
 /// The regex matcher with rg's defaults for these options.
 pub(crate) fn build_matcher(query: &GrepQuery) -> Result<RegexMatcher, SearchError> {
+    super::check_regex_len(&query.pattern)?;
     let mut builder = RegexMatcherBuilder::new();
     builder
+        .size_limit(super::REGEX_SIZE_LIMIT)
+        .dfa_size_limit(super::REGEX_SIZE_LIMIT)
         .case_insensitive(query.case_insensitive)
         .multi_line(true)
         .unicode(true)
@@ -95,7 +125,7 @@ pub(crate) fn build_matcher(query: &GrepQuery) -> Result<RegexMatcher, SearchErr
     }
     builder
         .build(&query.pattern)
-        .map_err(|e| SearchError::InvalidRegex(e.to_string()))
+        .map_err(|e| SearchError::InvalidRegex(super::short_message(e)))
 }
 
 fn build_searcher(query: &GrepQuery) -> Searcher {
@@ -172,7 +202,7 @@ impl Selection {
         }
     }
 
-    fn finish(self, offset: usize, limit: Option<usize>) -> GrepResults {
+    fn finish(self, offset: usize, limit: Option<usize>, skipped_outside: usize) -> GrepResults {
         let separators = if self.separated {
             self.files_with_output.saturating_sub(1)
         } else {
@@ -200,98 +230,94 @@ impl Selection {
                 break;
             }
         }
-        GrepResults { lines, total }
+        GrepResults {
+            lines,
+            total,
+            skipped_outside,
+        }
     }
 }
 
-fn grep(base: &Path, threads: usize, query: &GrepQuery) -> Result<GrepResults, SearchError> {
+/// A refused or unusable search root, as the tools show it.
+fn root_error(e: PathError) -> SearchError {
+    SearchError::Path(e.to_string())
+}
+
+fn grep(search: &LocalSearch, query: &GrepQuery) -> Result<GrepResults, SearchError> {
     let matcher = build_matcher(query)?;
-    let overrides = rules::overrides(base, query.glob.as_deref())
-        .map_err(|e| SearchError::InvalidGlob(e.to_string()))?;
-    let mut walker = rules::walk_builder(&query.root, query.include_ignored);
-    walker.overrides(overrides).threads(threads);
-    if let Some(name) = &query.file_type {
-        let types = TypesBuilder::new()
-            .add_defaults()
-            .select(name)
-            .build()
-            .map_err(|_| SearchError::UnknownType(name.clone()))?;
-        walker.types(types);
-    }
+    let types = match &query.file_type {
+        Some(name) => Some(
+            TypesBuilder::new()
+                .add_defaults()
+                .select(name)
+                .build()
+                .map_err(|_| SearchError::UnknownType(name.clone()))?,
+        ),
+        None => None,
+    };
+    let filters = search.filters(query.include_ignored, query.glob.as_deref(), types)?;
+    let base = search.base();
     let needed = query.head_limit.map(|l| query.offset.saturating_add(l));
     let separated = query.output_mode == GrepOutputMode::Content
         && (query.before_context > 0 || query.after_context > 0);
     let selection = Mutex::new(Selection::new(needed, separated));
-    let first_error: Mutex<Option<String>> = Mutex::new(None);
-    walker.build_parallel().run(|| {
-        let matcher = matcher.clone();
-        let mut searcher = build_searcher(query);
-        let selection = &selection;
-        let first_error = &first_error;
-        let mode = query.output_mode;
-        let mut standard = StandardBuilder::new()
-            .heading(false)
-            .path(true)
-            .separator_search(None)
-            .build_no_color(Vec::<u8>::new());
-        let summary_kind = match mode {
-            GrepOutputMode::Count => SummaryKind::Count,
-            _ => SummaryKind::PathWithMatch,
-        };
-        let mut summary = SummaryBuilder::new()
-            .kind(summary_kind)
-            .path(true)
-            .build_no_color(Vec::<u8>::new());
-        Box::new(move |entry| {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(_) => return WalkState::Continue,
+    let outcome = walk::walk(
+        &search.confinement,
+        &query.root,
+        &filters,
+        search.threads,
+        || {
+            let matcher = matcher.clone();
+            let mut searcher = build_searcher(query);
+            let selection = &selection;
+            let mode = query.output_mode;
+            let mut standard = StandardBuilder::new()
+                .heading(false)
+                .path(true)
+                .separator_search(None)
+                .build_no_color(Vec::<u8>::new());
+            let summary_kind = match mode {
+                GrepOutputMode::Count => SummaryKind::Count,
+                _ => SummaryKind::PathWithMatch,
             };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let shown = entry
-                .path()
-                .strip_prefix(base)
-                .unwrap_or(entry.path())
-                .to_path_buf();
-            let result = match mode {
-                GrepOutputMode::Content => {
-                    let sink = standard.sink_with_path(&matcher, &shown);
-                    searcher.search_path(&matcher, entry.path(), sink)
-                }
-                _ => {
-                    let sink = summary.sink_with_path(&matcher, &shown);
-                    searcher.search_path(&matcher, entry.path(), sink)
-                }
-            };
-            let buffer = match mode {
-                GrepOutputMode::Content => std::mem::take(standard.get_mut().get_mut()),
-                _ => std::mem::take(summary.get_mut().get_mut()),
-            };
-            if let Err(e) = result {
+            let mut summary = SummaryBuilder::new()
+                .kind(summary_kind)
+                .path(true)
+                .build_no_color(Vec::<u8>::new());
+            move |file: FileRef<'_>| {
                 // Unreadable files are skipped, as rg skips them (it reports on stderr).
-                if e.kind() != std::io::ErrorKind::NotFound
-                    && e.kind() != std::io::ErrorKind::PermissionDenied
-                {
-                    let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                    slot.get_or_insert_with(|| format!("{}: {e}", shown.display()));
+                let Some(opened) = file.open() else {
+                    return;
+                };
+                let shown = file.path.strip_prefix(base).unwrap_or(file.path);
+                let result = match mode {
+                    GrepOutputMode::Content => {
+                        let sink = standard.sink_with_path(&matcher, shown);
+                        searcher.search_file(&matcher, &opened, sink)
+                    }
+                    _ => {
+                        let sink = summary.sink_with_path(&matcher, shown);
+                        searcher.search_file(&matcher, &opened, sink)
+                    }
+                };
+                let buffer = match mode {
+                    GrepOutputMode::Content => std::mem::take(standard.get_mut().get_mut()),
+                    _ => std::mem::take(summary.get_mut().get_mut()),
+                };
+                if result.is_err() || buffer.is_empty() {
+                    return;
                 }
-                return WalkState::Continue;
+                let lines = split_lines(&buffer);
+                selection
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .offer(shown.to_path_buf(), lines);
             }
-            if buffer.is_empty() {
-                return WalkState::Continue;
-            }
-            let lines = split_lines(&buffer);
-            selection
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .offer(shown, lines);
-            WalkState::Continue
-        })
-    });
+        },
+    )
+    .map_err(root_error)?;
     let selection = selection.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(selection.finish(query.offset, query.head_limit))
+    Ok(selection.finish(query.offset, query.head_limit, outcome.skipped_outside))
 }
 
 /// Printer output split into lines without their terminators.
@@ -302,44 +328,34 @@ fn split_lines(buffer: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn glob(base: &Path, threads: usize, query: &GlobQuery) -> Result<GlobResults, SearchError> {
+fn glob(search: &LocalSearch, query: &GlobQuery) -> Result<GlobResults, SearchError> {
+    super::check_glob_len(&query.pattern)?;
     let matcher = GlobBuilder::new(&query.pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| SearchError::InvalidGlob(e.to_string()))?
+        .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))?
         .compile_matcher();
-    let overrides =
-        rules::overrides(base, None).map_err(|e| SearchError::InvalidGlob(e.to_string()))?;
-    let mut walker = rules::walk_builder(&query.root, query.include_ignored);
-    walker.overrides(overrides).threads(threads);
+    let filters = search.filters(query.include_ignored, None, None)?;
+    let base = search.base();
     // The smallest `limit` paths seen so far, largest on top.
     let heap: Mutex<BinaryHeap<String>> = Mutex::new(BinaryHeap::new());
     let total = AtomicUsize::new(0);
-    walker.build_parallel().run(|| {
-        let matcher = &matcher;
-        let heap = &heap;
-        let total = &total;
-        let root = &query.root;
-        let limit = query.limit;
-        Box::new(move |entry| {
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let Ok(relative) = entry.path().strip_prefix(root) else {
-                return WalkState::Continue;
+    let root = &query.root;
+    let limit = query.limit;
+    let outcome = walk::walk(&search.confinement, root, &filters, search.threads, || {
+        |file: FileRef<'_>| {
+            let Ok(relative) = file.path.strip_prefix(root) else {
+                return;
             };
             if !matcher.is_match(relative) {
-                return WalkState::Continue;
+                return;
             }
             total.fetch_add(1, Ordering::Relaxed);
-            let shown = entry
-                .path()
+            let shown = file
+                .path
                 .strip_prefix(base)
-                .unwrap_or(entry.path())
+                .unwrap_or(file.path)
                 .to_string_lossy()
                 .into_owned();
             let mut heap = heap.lock().unwrap_or_else(|p| p.into_inner());
@@ -352,9 +368,9 @@ fn glob(base: &Path, threads: usize, query: &GlobQuery) -> Result<GlobResults, S
                 }
                 _ => heap.push(shown),
             }
-            WalkState::Continue
-        })
-    });
+        }
+    })
+    .map_err(root_error)?;
     let mut paths = heap
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
@@ -366,5 +382,6 @@ fn glob(base: &Path, threads: usize, query: &GlobQuery) -> Result<GlobResults, S
     Ok(GlobResults {
         paths,
         total: total.into_inner(),
+        skipped_outside: outcome.skipped_outside,
     })
 }

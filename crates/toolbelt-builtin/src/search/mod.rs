@@ -21,6 +21,7 @@ pub mod glob;
 pub mod grep;
 pub mod local;
 pub mod rules;
+pub(crate) mod walk;
 
 pub use external::ExternalSearch;
 pub use local::LocalSearch;
@@ -84,6 +85,8 @@ pub struct GrepResults {
     pub lines: Vec<String>,
     /// How many results (output lines) the full sorted answer has.
     pub total: usize,
+    /// Symlinks the walk skipped because they point outside the base directory.
+    pub skipped_outside: usize,
 }
 
 /// A file-name search, with paths already resolved and confined.
@@ -106,6 +109,8 @@ pub struct GlobResults {
     pub paths: Vec<String>,
     /// How many files matched in all.
     pub total: usize,
+    /// Symlinks the walk skipped because they point outside the base directory.
+    pub skipped_outside: usize,
 }
 
 /// Why a search failed.
@@ -124,9 +129,73 @@ pub enum SearchError {
     /// The backend cannot run (a program is missing).
     #[error("search backend unavailable: {0}")]
     Unavailable(String),
+    /// The path to search was refused or cannot be opened (outside the base directory,
+    /// missing, not a directory).
+    #[error("{0}")]
+    Path(String),
     /// Anything else.
     #[error("search failed: {0}")]
     Failed(String),
+}
+
+/// The longest glob (Glob's pattern, Grep's `glob` argument) a search accepts: longer ones
+/// get a short error before any glob compiler sees them.
+pub const MAX_GLOB_LEN: usize = 4 * 1024;
+
+/// The longest regular expression Grep accepts.
+pub const MAX_REGEX_LEN: usize = 64 * 1024;
+
+/// The most bytes a compiled regex may take (the regex crate's own size limit).
+pub(crate) const REGEX_SIZE_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The longest compiler message passed on (a regex error quotes the pattern).
+const MAX_ERROR_LEN: usize = 1024;
+
+/// Refuses a glob longer than [`MAX_GLOB_LEN`].
+pub(crate) fn check_glob_len(glob: &str) -> Result<(), SearchError> {
+    if glob.len() > MAX_GLOB_LEN {
+        return Err(SearchError::InvalidGlob(format!(
+            "the glob is {} bytes long; at most {MAX_GLOB_LEN} are accepted",
+            glob.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a regular expression longer than [`MAX_REGEX_LEN`].
+pub(crate) fn check_regex_len(regex: &str) -> Result<(), SearchError> {
+    if regex.len() > MAX_REGEX_LEN {
+        return Err(SearchError::InvalidRegex(format!(
+            "the pattern is {} bytes long; at most {MAX_REGEX_LEN} are accepted",
+            regex.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A compiler's error message, cut to a readable length.
+pub(crate) fn short_message(message: impl ToString) -> String {
+    let mut message = message.to_string();
+    if message.len() > MAX_ERROR_LEN {
+        let mut end = MAX_ERROR_LEN;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(" [...]");
+    }
+    message
+}
+
+/// The note a result carries when a walk skipped symlinks pointing outside the base.
+pub(crate) fn skipped_note(skipped_outside: usize) -> Option<String> {
+    match skipped_outside {
+        0 => None,
+        1 => Some("(skipped 1 symlink pointing outside the base directory)".to_string()),
+        n => Some(format!(
+            "(skipped {n} symlinks pointing outside the base directory)"
+        )),
+    }
 }
 
 /// Runs a blocking search on tokio's blocking pool, so a walk of a large tree never stalls
