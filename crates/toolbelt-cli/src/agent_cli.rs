@@ -504,6 +504,7 @@ impl AgentSession {
     ) -> Result<Self, CliError> {
         let sessions = sessions_from(args)?;
         let toolbox = Toolbox::open(&args.sources, None)?;
+        toolbox.announce_sandbox();
         toolbox.list(&ToolContext::new()).await;
         let agent = match agent_from(args, model, &toolbox, approval) {
             Ok(agent) => agent,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use clap::Args;
 use toolbelt::ToolError;
 use toolbelt::builtin::fs::ReadState;
+use toolbelt::builtin::shell::{LandlockSandbox, SandboxMode};
 use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
 use toolbelt::exec::{CallResult, Executor, Registry, ToolCall, ToolSetRefresh, ToolSnapshot};
 use toolbelt::mcp::{McpServersFile, McpToolSet};
@@ -108,10 +109,17 @@ pub struct ToolSourceArgs {
     /// The base directory the built-in tools are confined to.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Leave out the tools that can change files (Write, Edit, NotebookEdit, and Bash with
-    /// TaskOutput and TaskStop).
+    /// Leave out the tools that change files (Write, Edit, NotebookEdit); Bash, TaskOutput and
+    /// TaskStop run in the read-only sandbox, or are left out where there is none (or with
+    /// `--sandbox off`).
     #[arg(long)]
     pub read_only: bool,
+    /// Confine Bash and its background tasks: `off`, `read-only` (no writes but to a private
+    /// temp dir) or `workspace-write` (writes only beneath --dir and the temp dir). Both
+    /// sandboxes turn the network off. Default: workspace-write where the kernel supports
+    /// Landlock, else off.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<SandboxMode>,
     /// An `mcpServers` JSON file (the format of Claude Desktop, Cursor and Claude Code);
     /// every server's tools join the built-in ones, prefixed `{server}_` when a name is taken.
     #[arg(long, value_name = "FILE")]
@@ -137,7 +145,9 @@ impl Toolbox {
         read_state: Option<Arc<ReadState>>,
     ) -> Result<Self, CliError> {
         let dir = canonical_dir(&args.dir)?;
-        let mut options = BuiltinOptions::new(&dir).with_read_only(args.read_only);
+        let mut options = BuiltinOptions::new(&dir)
+            .with_read_only(args.read_only)
+            .with_sandbox(args.sandbox.unwrap_or_else(default_sandbox));
         if let Some(state) = read_state {
             options = options.with_read_state(state);
         }
@@ -167,6 +177,12 @@ impl Toolbox {
         })
     }
 
+    /// Says on stderr which sandbox Bash runs in (for the commands that keep running: `serve`,
+    /// `run`, `chat`, and for `tools list`).
+    pub fn announce_sandbox(&self) {
+        eprintln!("toolbelt: {}", sandbox_line(self.builtin.shell_sandbox()));
+    }
+
     /// Lists every set now (connecting to MCP servers) and warns on stderr about the ones
     /// that failed, so one broken server does not stop the command.
     pub async fn list(&self, ctx: &ToolContext) -> toolbelt::exec::ToolSnapshot {
@@ -184,6 +200,31 @@ impl Toolbox {
                 tracing::warn!(tool_set = set.name(), "closing failed: {err}");
             }
         }
+    }
+}
+
+/// The sandbox when `--sandbox` is not given: workspace-write where the kernel can enforce
+/// it; else off, said once on stderr.
+fn default_sandbox() -> SandboxMode {
+    let mode = SandboxMode::best_available();
+    if mode == SandboxMode::Off {
+        eprintln!(
+            "toolbelt: note: this kernel cannot enforce the Landlock sandbox, so Bash runs \
+             unsandboxed (--sandbox off)"
+        );
+    }
+    mode
+}
+
+/// What the sandbox line says: the mode in effect and what enforces it.
+fn sandbox_line(mode: Option<SandboxMode>) -> String {
+    match mode {
+        None => "sandbox: Bash is not offered (read-only, and no sandbox to run it in)".into(),
+        Some(SandboxMode::Off) => "sandbox: off (Bash runs unconfined)".into(),
+        Some(mode) => match LandlockSandbox::new(mode) {
+            Ok(sandbox) => format!("sandbox: {}", sandbox.summary()),
+            Err(_) => format!("sandbox: {mode}"),
+        },
     }
 }
 

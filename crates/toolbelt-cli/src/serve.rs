@@ -93,6 +93,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
     }
 
     let toolbox = Toolbox::open(&args.sources, None)?;
+    toolbox.announce_sandbox();
     // Connect to the aggregated servers now, so a broken one is reported at start-up.
     let snapshot = toolbox.list(&ToolContext::new()).await;
     for name in &args.tools {

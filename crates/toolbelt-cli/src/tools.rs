@@ -85,6 +85,7 @@ pub async fn run(command: ToolsCommand) -> Outcome {
 
 async fn list(args: ListArgs) -> Outcome {
     let toolbox = Toolbox::open(&args.sources, None)?;
+    toolbox.announce_sandbox();
     let snapshot = toolbox.list(&ToolContext::new()).await;
     toolbox.close().await;
     let tools: Vec<_> = snapshot.tools().map(|t| t.declaration()).collect();

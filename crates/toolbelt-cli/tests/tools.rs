@@ -60,7 +60,11 @@ fn list_names_every_built_in_tool_with_a_one_line_description() {
 #[test]
 fn read_only_listing_leaves_out_the_tools_that_change_files() {
     let dir = project();
-    let out = run(dir.path(), &["tools", "list", "--read-only", "--json"]);
+    // Without a sandbox (--sandbox off), read-only also leaves the shell tools out.
+    let out = run(
+        dir.path(),
+        &["tools", "list", "--read-only", "--sandbox", "off", "--json"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = listing
