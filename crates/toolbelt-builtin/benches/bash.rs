@@ -10,7 +10,8 @@
 //!   cannot use `posix_spawn` and falls back to fork and exec).
 //! - `bash_tool_true`: the whole tool call (argument decoding, environment, policy check,
 //!   output capture and cap, result formatting).
-//! - After those, a paired report (printed, not a criterion measurement): 400 pairs of a
+//! - After those, a paired report (for the default containment, then for each containment
+//!   forced, and with the workspace-write sandbox) (printed, not a criterion measurement): 400 pairs of a
 //!   direct spawn and a tool call back to back, alternating which goes first, and the median of
 //!   the per-pair differences. Load from other processes hits both sides of a pair alike, so
 //!   this number is steadier than the difference of the two criterion means on a busy
@@ -20,12 +21,14 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::io::AsyncReadExt;
 use toolbelt_builtin::shell::{
-    LocalProcessBackend, OutputTarget, ProcessBackend, ProcessRequest, ShellConfig, ShellTools,
+    Containment, LandlockSandbox, LocalProcessBackend, OutputTarget, ProcessBackend,
+    ProcessRequest, SandboxMode, ShellConfig, ShellTools,
 };
 use toolbelt_core::{DynTool, ToolContext};
 
@@ -81,7 +84,7 @@ async fn tool_call(bash: &DynTool) {
 }
 
 /// Runs `pairs` alternating pairs and prints the medians (see the module doc).
-async fn paired_report(bash: &DynTool, base: &Path, pairs: usize) {
+async fn paired_report(label: &str, bash: &DynTool, base: &Path, pairs: usize) {
     let (mut direct, mut tool, mut differences) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..pairs {
         let time_direct = async {
@@ -110,8 +113,8 @@ async fn paired_report(bash: &DynTool, base: &Path, pairs: usize) {
         values[values.len() / 2]
     };
     println!(
-        "bash_true/paired ({pairs} pairs): direct median {:.3} ms, tool median {:.3} ms, \
-         median per-pair overhead {:.3} ms",
+        "bash_true/paired {label} ({pairs} pairs): direct median {:.3} ms, tool median \
+         {:.3} ms, median per-pair overhead {:.3} ms",
         median(&mut direct),
         median(&mut tool),
         median(&mut differences)
@@ -126,11 +129,7 @@ fn bash_overhead(c: &mut Criterion) {
         .expect("a tokio runtime");
     let dir = tempfile::tempdir().expect("a temp dir");
     let shell = ShellTools::new(ShellConfig::new(dir.path())).expect("shell tools");
-    let bash = shell
-        .tools()
-        .into_iter()
-        .find(|t| t.name() == "Bash")
-        .expect("the Bash tool");
+    let bash = bash_of(&shell);
     let base = shell.base_dir().to_path_buf();
     let backend = LocalProcessBackend::new();
 
@@ -150,8 +149,39 @@ fn bash_overhead(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| tool_call(&bash))
     });
     group.finish();
-    runtime.block_on(paired_report(&bash, &base, 400));
+    println!(
+        "containment in effect (auto): {:?}",
+        backend.effective_containment()
+    );
+    runtime.block_on(paired_report("auto", &bash, &base, 400));
     runtime.block_on(shell.close());
+    let configurations = [
+        ("cgroup", Containment::Cgroup, None),
+        ("subreaper", Containment::Subreaper, None),
+        (
+            "cgroup+workspace-write",
+            Containment::Cgroup,
+            Some(SandboxMode::WorkspaceWrite),
+        ),
+    ];
+    for (label, containment, mode) in configurations {
+        let mut config = ShellConfig::new(dir.path()).containment(containment);
+        if let Some(mode) = mode {
+            let sandbox = LandlockSandbox::new(mode).expect("a Landlock sandbox");
+            config = config.sandbox(Arc::new(sandbox));
+        }
+        let shell = ShellTools::new(config).expect("shell tools");
+        runtime.block_on(paired_report(label, &bash_of(&shell), &base, 400));
+        runtime.block_on(shell.close());
+    }
+}
+
+fn bash_of(shell: &ShellTools) -> DynTool {
+    shell
+        .tools()
+        .into_iter()
+        .find(|t| t.name() == "Bash")
+        .expect("the Bash tool")
 }
 
 criterion_group!(benches, bash_overhead);

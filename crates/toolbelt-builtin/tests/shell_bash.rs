@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use shell_support::*;
 use tokio_util::sync::CancellationToken;
-use toolbelt_builtin::shell::{ShellConfig, ShellTools};
+use toolbelt_builtin::shell::{Containment, ShellConfig, ShellTools};
 use toolbelt_core::{EnvPolicy, ToolContext, ToolError};
 
 #[tokio::test]
@@ -291,5 +291,24 @@ async fn zero_or_negative_timeouts_mean_the_default_and_large_ones_are_capped() 
             "timeout {timeout}: {}",
             out.llm_text()
         );
+    }
+}
+
+#[tokio::test]
+async fn the_shortest_commands_run_under_both_containments() {
+    // A command as short as `true` can end, with its supervisor, before the backend has
+    // looked at the supervisor; that must not fail the call.
+    for containment in [Containment::Cgroup, Containment::Subreaper] {
+        let dir = tempfile::tempdir().unwrap();
+        let shell = shell_with(dir.path(), containment, None);
+        let bash = tool(&shell, "Bash");
+        for _ in 0..50 {
+            let out = call(&bash, json!({"command": "true"})).await.unwrap();
+            assert_eq!(
+                out.llm_text(),
+                "(no output)\nExit code: 0",
+                "{containment:?}"
+            );
+        }
     }
 }

@@ -414,9 +414,11 @@ impl ProcessBackend for LocalProcessBackend {
                 status_write,
             } => {
                 drop(status_write);
+                // The supervisor may already have ended (a command as short as `true`), but
+                // it stays a zombie until it is reaped here, so its name can still be read.
                 let supervisor = child
                     .id()
-                    .and_then(ProcRef::live)
+                    .and_then(ProcRef::of)
                     .ok_or_else(|| io::Error::other("the command's supervisor vanished"))?;
                 Tracking::Subreaper(Supervised {
                     supervisor,

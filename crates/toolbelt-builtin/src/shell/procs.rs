@@ -60,6 +60,15 @@ impl ProcRef {
         })
     }
 
+    /// The process `pid` as it is now, alive or a zombie not yet reaped.
+    pub fn of(pid: u32) -> Option<Self> {
+        let stat = read_proc_stat(pid)?;
+        Some(Self {
+            pid,
+            start_time: stat.start_time,
+        })
+    }
+
     /// Sends `signal` to this process if it is still the same process. Returns whether the
     /// signal was sent.
     pub fn signal(&self, signal: libc::c_int) -> bool {
