@@ -1,6 +1,24 @@
 //! [`ExternalSearch`]: Grep through the `rg` program and Glob through `fd` (installed as
 //! `fdfind` on Debian and Ubuntu; both names are tried).
 //!
+//! # Confinement
+//!
+//! `rg` and `fd` open files by path, so they are confined by the kernel instead: each runs
+//! under a Landlock ruleset (Linux 5.13+) that lets it read only beneath the base directory,
+//! plus the files starting it needs (the program, its loader and shared libraries as `ldd`
+//! lists them once, `/etc/ld.so.cache`: binary files, which the search skips), and write
+//! nothing. They follow symlinks (`--follow`), so a symlink whose target is inside
+//! the base is followed, as in the in-process backend; one pointing outside cannot be read
+//! (the kernel refuses it) and is counted as skipped. Every path `fd` lists is checked again
+//! by the confined resolver, so a link to a file outside is not listed either. The search
+//! root is a path already resolved by the confined resolver. Where Landlock is unavailable,
+//! [`ExternalSearch::detect`] refuses to build the backend.
+//!
+//! Limits: the children cannot read ignore files above the base or the global git excludes
+//! file, so they are told not to (`--no-ignore-parent`, `--no-ignore-global`); where such
+//! files exist, this backend may list files the in-process backend skips. A file `rg` cannot
+//! read inside the base (permission denied) is counted as a skipped symlink too.
+//!
 //! The programs get the options that make them follow the same rules as [`super::LocalSearch`]
 //! (`--hidden`, `--no-require-git`, version-control folders excluded, `--sort path` for rg),
 //! so the two backends print the same bytes. `rg --sort path` streams in order, so a limit
@@ -10,23 +28,35 @@
 //! only inside a git repository.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+};
+use rustix::fs::OFlags;
 
 use super::{
     GlobQuery, GlobResults, GrepOutputMode, GrepQuery, GrepResults, SearchBackend, SearchError,
     rules,
 };
+use crate::confine::{Confinement, PathError};
 
-/// Search by running `rg` and `fd`.
+/// Search by running `rg` and `fd`, each confined to the base directory by Landlock.
 #[derive(Debug, Clone)]
 pub struct ExternalSearch {
     base: PathBuf,
+    confinement: Confinement,
     rg: PathBuf,
     fd: Option<FdProgram>,
+    /// Files the children may read outside the base: their libraries and the loader cache.
+    loader_files: Arc<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Clone)]
@@ -35,12 +65,27 @@ struct FdProgram {
     no_require_git: bool,
 }
 
+/// The Landlock ABI asked for (best effort above the first one, which has what matters here:
+/// reading files and directories).
+const LANDLOCK_ABI: ABI = ABI::V5;
+
+/// What stderr says when a child was refused a read (a symlink pointing outside).
+const PERMISSION_DENIED: &str = "Permission denied";
+
 impl ExternalSearch {
     /// Finds `rg` (required) and `fd`/`fdfind` (needed for Glob) on `PATH`; paths are shown
-    /// relative to `base`.
+    /// relative to `base`. Fails where Landlock cannot confine them (not Linux 5.13+, or
+    /// Landlock turned off).
     pub fn detect(base: impl AsRef<Path>) -> Result<Self, SearchError> {
-        let base = std::fs::canonicalize(base.as_ref())
+        let confinement = Confinement::new(base.as_ref())
             .map_err(|e| SearchError::Failed(format!("base directory: {e}")))?;
+        let base = confinement.base().to_path_buf();
+        read_jail(&base, &[]).map_err(|e| {
+            SearchError::Unavailable(format!(
+                "rg and fd cannot be confined to the base directory here ({e}); use the \
+                 in-process search"
+            ))
+        })?;
         let rg = find_program(&["rg"], "ripgrep").ok_or_else(|| {
             SearchError::Unavailable(
                 "rg is not installed (install ripgrep, for example `apt-get install ripgrep`)"
@@ -60,7 +105,42 @@ impl ExternalSearch {
                 no_require_git: help.contains("--no-require-git"),
             }
         });
-        Ok(Self { base, rg, fd })
+        let mut loader_files = loader_files(&rg);
+        if let Some(fd) = &fd {
+            loader_files.extend(loader_files_of(&fd.path));
+        }
+        loader_files.sort();
+        loader_files.dedup();
+        Ok(Self {
+            base,
+            confinement,
+            rg,
+            fd,
+            loader_files: Arc::new(loader_files),
+        })
+    }
+
+    /// Makes `command` run under the read jail: reads beneath the base and of the loader's
+    /// files only, no writes.
+    fn confine(&self, command: &mut Command) -> Result<(), SearchError> {
+        let ruleset = read_jail(&self.base, &self.loader_files)
+            .map_err(|e| SearchError::Unavailable(format!("cannot confine the search: {e}")))?;
+        let mut ruleset = Some(ruleset);
+        let hook = move || -> io::Result<()> {
+            let ruleset = ruleset
+                .take()
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+            match ruleset.restrict_self() {
+                Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+                _ => Err(io::Error::from_raw_os_error(libc::EPERM)),
+            }
+        };
+        // SAFETY: the hook only calls prctl and the Landlock system calls on a ruleset built
+        // before the fork (as the shell sandbox does); it allocates nothing on success.
+        unsafe {
+            command.pre_exec(hook);
+        }
+        Ok(())
     }
 
     /// The `rg` program in use.
@@ -85,6 +165,9 @@ impl ExternalSearch {
             "--no-heading",
             "--color",
             "never",
+            "--follow",
+            "--no-ignore-parent",
+            "--no-ignore-global",
         ]
         .iter()
         .map(OsString::from)
@@ -147,12 +230,16 @@ impl ExternalSearch {
                 .build()
                 .map_err(|_| SearchError::UnknownType(name.clone()))?;
         }
-        let mut child = Command::new(&self.rg)
+        self.check_root(&query.root)?;
+        let mut command = Command::new(&self.rg);
+        command
             .args(self.rg_args(query))
             .current_dir(&self.base)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.confine(&mut command)?;
+        let mut child = command
             .spawn()
             .map_err(|e| SearchError::Unavailable(format!("cannot run rg: {e}")))?;
         let stdout = child.stdout.take();
@@ -193,14 +280,22 @@ impl ExternalSearch {
             .wait()
             .map_err(|e| SearchError::Failed(format!("waiting for rg: {e}")))?;
         let stderr = stderr_reader.join().unwrap_or_default();
+        // Per-file refusals: what the jail denied (symlinks pointing outside the base).
+        let skipped_outside = stderr
+            .lines()
+            .filter(|l| l.contains(PERMISSION_DENIED))
+            .count();
         // rg exits 1 for "no match" and 2 for errors; with output, errors were per file.
-        if status.code() == Some(2) && total == 0 && !stderr.trim().is_empty() {
-            return Err(SearchError::Failed(stderr.trim().to_string()));
+        let other_errors = stderr
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED));
+        if status.code() == Some(2) && total == 0 && other_errors {
+            return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
         Ok(GrepResults {
             lines,
             total,
-            skipped_outside: 0,
+            skipped_outside,
         })
     }
 
@@ -211,10 +306,12 @@ impl ExternalSearch {
                     .into(),
             )
         })?;
+        super::check_glob_len(&query.pattern)?;
         globset::GlobBuilder::new(&query.pattern)
             .literal_separator(true)
             .build()
-            .map_err(|e| SearchError::InvalidGlob(e.to_string()))?;
+            .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))?;
+        self.check_root(&query.root)?;
         let mut command = Command::new(&fd.path);
         command
             .args([
@@ -225,6 +322,8 @@ impl ExternalSearch {
                 "--hidden",
                 "--color",
                 "never",
+                "--follow",
+                "--no-ignore-parent",
             ])
             .current_dir(&self.base)
             .stdin(Stdio::null());
@@ -243,27 +342,39 @@ impl ExternalSearch {
             query.pattern
         );
         command.arg("--").arg(full_pattern).arg(&query.root);
+        self.confine(&mut command)?;
         let output = command
             .output()
             .map_err(|e| SearchError::Unavailable(format!("cannot run fd: {e}")))?;
-        if !output.status.success() {
-            return Err(SearchError::Failed(
-                String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            ));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let mut skipped_outside = stderr
+            .lines()
+            .filter(|l| l.contains(PERMISSION_DENIED))
+            .count();
+        let other_errors = stderr
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED));
+        if !output.status.success() && other_errors {
+            return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
-        let mut paths: Vec<String> = output
-            .stdout
-            .split(|b| *b == b'\n')
-            .filter(|line| !line.is_empty())
-            .map(|line| {
-                let path = Path::new(std::str::from_utf8(line).unwrap_or_default());
-                let shown = path.strip_prefix(&self.base).unwrap_or(path);
-                match std::str::from_utf8(line) {
-                    Ok(_) => shown.to_string_lossy().into_owned(),
-                    Err(_) => String::from_utf8_lossy(line).into_owned(),
+        let mut paths: Vec<String> = Vec::new();
+        for line in output.stdout.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let path = Path::new(std::ffi::OsStr::from_bytes(line));
+            // fd lists a symlink by its own name without reading it: the rule decides.
+            match self.confinement.open(path, OFlags::PATH) {
+                Ok(_) => {}
+                Err(PathError::OutsideBase { .. }) => {
+                    skipped_outside += 1;
+                    continue;
                 }
-            })
-            .collect();
+                Err(_) => continue,
+            }
+            let shown = path.strip_prefix(&self.base).unwrap_or(path);
+            paths.push(shown.to_string_lossy().into_owned());
+        }
         paths.sort();
         let total = paths.len();
         if let Some(limit) = query.limit {
@@ -272,9 +383,65 @@ impl ExternalSearch {
         Ok(GlobResults {
             paths,
             total,
-            skipped_outside: 0,
+            skipped_outside,
         })
     }
+
+    /// Opens the search root beneath the base (the rule for symlinks applies to it too), so
+    /// a refused root is the same clear error as in the in-process backend.
+    fn check_root(&self, root: &Path) -> Result<(), SearchError> {
+        self.confinement
+            .open(root, OFlags::PATH)
+            .map(drop)
+            .map_err(|e| SearchError::Path(e.to_string()))
+    }
+}
+
+/// A Landlock ruleset that allows reading beneath `base` and the files `also`, and no other
+/// file access (execution is not restricted: the child is exec'd after the ruleset applies).
+fn read_jail(base: &Path, also: &[PathBuf]) -> Result<RulesetCreated, landlock::RulesetError> {
+    let handled = AccessFs::from_all(LANDLOCK_ABI) & !BitFlags::from(AccessFs::Execute);
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    Ruleset::default()
+        // Reading files and directories (ABI 1) must be enforced; newer rights as available.
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(read)?
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(handled)?
+        .create()?
+        .add_rules(path_beneath_rules([base], read))?
+        .add_rules(path_beneath_rules(also, AccessFs::ReadFile))
+}
+
+/// The files starting `program` reads: the program (execve reads it), its loader and shared
+/// libraries (as `ldd` lists them) and the loader cache.
+fn loader_files(program: &Path) -> Vec<PathBuf> {
+    let mut files = loader_files_of(program);
+    files.push(PathBuf::from("/etc/ld.so.cache"));
+    files
+}
+
+fn loader_files_of(program: &Path) -> Vec<PathBuf> {
+    let mut files = vec![program.to_path_buf()];
+    let Ok(output) = Command::new("ldd")
+        .arg(program)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return files;
+    };
+    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux... (0x...)"
+    let listed = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let path = line.split("=>").last()?.split(" (").next()?.trim();
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .filter(|path| path.is_file())
+        .collect::<Vec<_>>();
+    files.extend(listed);
+    files
 }
 
 /// Escapes glob metacharacters in a literal path.
