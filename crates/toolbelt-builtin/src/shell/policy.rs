@@ -1,15 +1,36 @@
 //! Command policy: optional allow and deny lists, checked against every simple command in a
-//! command line (each side of a pipe, `&&`, `||`, `;`, and the commands inside `$(...)`,
-//! backticks, `<(...)` and subshells).
+//! command line.
 //!
-//! This is a convenience that catches a model's obvious mistakes (`git push` when it was told
-//! not to), **not a security boundary**: a shell has too many ways to run a program (aliases,
-//! functions, interpreters, scripts written to disk). Use the
+//! What it sees:
+//! - each side of a pipe, `&&`, `||`, `;` and `&`, and the commands inside `$(...)`, backticks,
+//!   `<(...)`, `>(...)` and subshells;
+//! - the command run by a wrapper, whose own options are read as that wrapper reads them
+//!   (`env -u X rm`, `timeout -s KILL 5 rm`, `nice -n 5 rm`, `sudo -u u rm`, `exec -a n rm`,
+//!   `xargs -I {} rm {}`; also `doas`, `command`, `builtin`, `time`, `stdbuf`, `ionice`,
+//!   `taskset`, `chrt`, `setsid`, `nohup`, `unbuffer`, `busybox`, `coproc`), and the command
+//!   line given as an option's value (`env -S`, `flock -c`, `su -c`) or as `watch`'s operands;
+//! - the commands of `find -exec`, `-execdir`, `-ok` and `-okdir`;
+//! - the command line of `bash -c` (options in any cluster: `-xc`, `-ec`), of `eval`, and of
+//!   a here-string a shell reads (`bash <<< 'rm x'`);
+//! - a git subcommand behind git's global options: `git -C . push` is checked as `git push`.
+//!
+//! A deny rule is matched cautiously: `git push` denies a git command with `push` among its
+//! arguments (so options before a subcommand cannot hide it); an allow rule must be the start
+//! of the command (`git status` allows `git status -s`, not `git push status`), and every
+//! wrapper on the line must be allowed itself.
+//!
+//! What it cannot see, and refuses when a policy is set (the command "cannot be checked"): a
+//! shell reading its commands from a pipe, a file or its input (`curl … | bash`,
+//! `bash < x.sh`, `sudo -s`), git aliases set with `-c alias.…`, here-documents,
+//! `for`/`case` loops, `[[ ]]`, functions, a command name or wrapper option that is itself an
+//! expansion, unbalanced quotes.
+//!
+//! What it does not see at all: scripts on disk (`bash x.sh`, `./x.sh`, `make`), other
+//! interpreters (`python -c`, `perl -e`, `node -e`), aliases and functions defined earlier,
+//! programs that delete without being named (`find -delete`, `rsync --delete`), and wrappers
+//! not listed above. So this is a convenience that catches a model's obvious mistakes
+//! (`git push` when it was told not to), **not a security boundary**. Use the
 //! [`LandlockSandbox`](super::LandlockSandbox) to limit what commands can do.
-//!
-//! When a policy is set, the parser refuses anything it cannot analyse (here-documents,
-//! `for`/`case` loops, `[[ ]]`, a command name that is itself an expansion, unbalanced quotes)
-//! rather than guess.
 
 use std::fmt;
 
@@ -28,16 +49,32 @@ impl CommandPattern {
         (!words.is_empty()).then_some(Self { words })
     }
 
-    fn matches(&self, command: &[String]) -> bool {
-        if command.len() < self.words.len() {
+    fn names(&self, command: &[String]) -> bool {
+        command.first().is_some_and(|name| {
+            let base = name.rsplit('/').next().unwrap_or(name);
+            *name == self.words[0] || base == self.words[0]
+        })
+    }
+
+    /// An allow rule: the command starts with the pattern's words (`git status` allows
+    /// `git status -s`, not `git push status`).
+    fn allows(&self, command: &[String]) -> bool {
+        self.names(command)
+            && command.len() >= self.words.len()
+            && self.words[1..] == command[1..self.words.len()]
+    }
+
+    /// A deny rule, cautious: the pattern's words after the name appear in this order among
+    /// the arguments, so options before a subcommand do not hide it (`docker -H host rm`
+    /// matches `docker rm`), at the price of matching `git log push` for `git push`.
+    fn denies(&self, command: &[String]) -> bool {
+        if !self.names(command) {
             return false;
         }
-        let name_matches = {
-            let name = &command[0];
-            let base = name.rsplit('/').next().unwrap_or(name);
-            name == &self.words[0] || base == self.words[0]
-        };
-        name_matches && self.words[1..] == command[1..self.words.len()]
+        let mut args = command[1..].iter();
+        self.words[1..]
+            .iter()
+            .all(|word| args.any(|arg| arg == word))
     }
 }
 
@@ -119,7 +156,7 @@ impl CommandPolicy {
         }
         let commands = parse_commands(command_line).map_err(PolicyViolation::Unparsable)?;
         for command in &commands {
-            if let Some(rule) = self.deny.iter().find(|rule| rule.matches(command)) {
+            if let Some(rule) = self.deny.iter().find(|rule| rule.denies(command)) {
                 return Err(PolicyViolation::Denied {
                     command: command.join(" "),
                     rule: rule.to_string(),
@@ -130,7 +167,7 @@ impl CommandPolicy {
             return Ok(());
         }
         for command in &commands {
-            if !self.allow.iter().any(|rule| rule.matches(command)) {
+            if !self.allow.iter().any(|rule| rule.allows(command)) {
                 let allowed: Vec<String> = self.allow.iter().map(|r| r.to_string()).collect();
                 return Err(PolicyViolation::NotAllowed {
                     command: command.join(" "),
@@ -150,13 +187,173 @@ struct Word {
     dynamic: bool,
 }
 
+/// How a wrapper command (`sudo`, `env`, `timeout`, ...) reads its own options, and where
+/// the command it runs starts.
+struct Wrapper {
+    names: &'static [&'static str],
+    /// Short options that take a value (attached, `-n5`, or the next word, `-n 5`).
+    short_values: &'static str,
+    /// Long options that take a value (`--user=u` or `--user u`).
+    long_values: &'static [&'static str],
+    /// Words between the options and the command: `timeout`'s duration, `flock`'s file.
+    operands: usize,
+    /// Options whose value is a command line run by a shell (`env -S`, `flock -c`, `su -c`).
+    short_script: Option<char>,
+    long_script: Option<&'static str>,
+    /// Options that make the wrapper only look the command up (`command -v`).
+    short_no_run: &'static str,
+    /// Options that start a shell reading its commands from stdin when no command follows
+    /// (`sudo -s`), or `*` when the wrapper always does so without a command (`su`).
+    short_shell: &'static str,
+    /// Its operands are joined and run by `sh -c` (`watch`).
+    joins_operands: bool,
+}
+
+const fn wrapper(names: &'static [&'static str]) -> Wrapper {
+    Wrapper {
+        names,
+        short_values: "",
+        long_values: &[],
+        operands: 0,
+        short_script: None,
+        long_script: None,
+        short_no_run: "",
+        short_shell: "",
+        joins_operands: false,
+    }
+}
+
 /// Commands that run the command given in their arguments.
-const WRAPPERS: &[&str] = &[
-    "sudo", "env", "nohup", "exec", "command", "builtin", "nice", "xargs", "time", "timeout",
-    "stdbuf", "doas",
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        short_values: "CDghpRrTtUu",
+        long_values: &[
+            "--close-from",
+            "--chdir",
+            "--group",
+            "--host",
+            "--prompt",
+            "--chroot",
+            "--role",
+            "--type",
+            "--command-timeout",
+            "--other-user",
+            "--user",
+        ],
+        short_shell: "is",
+        ..wrapper(&["sudo"])
+    },
+    Wrapper {
+        short_values: "Cu",
+        short_shell: "s",
+        ..wrapper(&["doas"])
+    },
+    Wrapper {
+        short_values: "CuS",
+        long_values: &["--chdir", "--unset", "--split-string"],
+        short_script: Some('S'),
+        long_script: Some("--split-string"),
+        ..wrapper(&["env"])
+    },
+    Wrapper {
+        short_values: "a",
+        ..wrapper(&["exec"])
+    },
+    Wrapper {
+        short_no_run: "vV",
+        ..wrapper(&["command"])
+    },
+    Wrapper {
+        short_values: "n",
+        long_values: &["--adjustment"],
+        ..wrapper(&["nice"])
+    },
+    Wrapper {
+        short_values: "fo",
+        long_values: &["--format", "--output"],
+        ..wrapper(&["time"])
+    },
+    Wrapper {
+        short_values: "ks",
+        long_values: &["--kill-after", "--signal"],
+        operands: 1,
+        ..wrapper(&["timeout"])
+    },
+    Wrapper {
+        short_values: "eio",
+        long_values: &["--error", "--input", "--output"],
+        ..wrapper(&["stdbuf"])
+    },
+    Wrapper {
+        short_values: "aEdILnPs",
+        long_values: &[
+            "--arg-file",
+            "--delimiter",
+            "--max-args",
+            "--max-chars",
+            "--max-procs",
+            "--process-slot-var",
+        ],
+        ..wrapper(&["xargs"])
+    },
+    Wrapper {
+        short_values: "cnpPu",
+        long_values: &["--class", "--classdata", "--pid", "--pgid", "--uid"],
+        ..wrapper(&["ionice"])
+    },
+    Wrapper {
+        operands: 1,
+        ..wrapper(&["taskset", "chrt"])
+    },
+    Wrapper {
+        short_values: "wEc",
+        long_values: &["--timeout", "--wait", "--conflict-exit-code", "--command"],
+        operands: 1,
+        short_script: Some('c'),
+        long_script: Some("--command"),
+        ..wrapper(&["flock"])
+    },
+    Wrapper {
+        short_values: "cgGsw",
+        long_values: &[
+            "--command",
+            "--group",
+            "--supp-group",
+            "--shell",
+            "--whitelist-environment",
+        ],
+        short_script: Some('c'),
+        long_script: Some("--command"),
+        short_shell: "*",
+        ..wrapper(&["su"])
+    },
+    Wrapper {
+        short_values: "nd",
+        long_values: &["--interval"],
+        joins_operands: true,
+        ..wrapper(&["watch"])
+    },
+    wrapper(&[
+        "nohup", "builtin", "setsid", "unbuffer", "coproc", "busybox",
+    ]),
 ];
-/// Shells whose `-c` argument is itself a command line.
-const SHELLS: &[&str] = &["bash", "sh", "zsh", "dash", "ksh"];
+/// Shells whose `-c` argument is itself a command line, and that read commands from stdin
+/// when given neither `-c` nor a script file.
+const SHELLS: &[&str] = &[
+    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "yash", "posh",
+];
+/// `find` actions whose arguments up to `;` or `+` are a command.
+const FIND_ACTIONS: &[&str] = &["-exec", "-execdir", "-ok", "-okdir"];
+/// Git's options before the subcommand that take a value as the next word.
+const GIT_VALUE_OPTIONS: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+];
 /// Reserved words that only introduce the command after them.
 const TRANSPARENT_KEYWORDS: &[&str] = &[
     "if", "then", "elif", "else", "fi", "do", "done", "while", "until", "!", "{", "}",
@@ -164,36 +361,79 @@ const TRANSPARENT_KEYWORDS: &[&str] = &[
 /// Reserved words whose syntax this parser does not follow.
 const UNSUPPORTED_KEYWORDS: &[&str] = &["for", "case", "select", "function", "[[", "(("];
 
+/// Where a simple command's standard input comes from, as far as the line says.
+#[derive(Debug, Clone, Default)]
+enum Stdin {
+    /// Not known from the command itself: the tool's `/dev/null`, a file (`< file`), or a
+    /// redirection of an enclosing group or loop.
+    #[default]
+    Unknown,
+    /// The output of the command before a `|`.
+    Pipe,
+    /// A here-string, `<<< word`.
+    HereString(Word),
+}
+
+/// A simple command as parsed: its words and its standard input.
+#[derive(Debug, Clone)]
+struct RawCommand {
+    words: Vec<Word>,
+    stdin: Stdin,
+}
+
 /// Splits a command line into its simple commands (words with quotes removed), including
-/// commands nested in substitutions and subshells and those run by wrappers (`xargs rm`) or
-/// `bash -c`.
+/// commands nested in substitutions and subshells and those run by wrappers (`xargs rm`),
+/// `find -exec`, `bash -c` and shells reading a here-string.
 pub(crate) fn parse_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut out = Vec::new();
+    expand_line(line, &mut out, 0)?;
+    Ok(out)
+}
+
+/// Parses a command line and expands each of its simple commands into `out`.
+fn expand_line(line: &str, out: &mut Vec<Vec<String>>, depth: usize) -> Result<(), String> {
+    if depth > 8 {
+        return Err("commands are nested too deeply".into());
+    }
+    for command in parse_raw(line)? {
+        expand_command(command, out, depth)?;
+    }
+    Ok(())
+}
+
+/// Splits a command line into its simple commands, substitutions' included, unexpanded.
+fn parse_raw(line: &str) -> Result<Vec<RawCommand>, String> {
     let chars: Vec<char> = line.chars().collect();
     let mut parser = Parser {
         chars: &chars,
         pos: 0,
         depth: 0,
+        stdin: Stdin::Unknown,
         commands: Vec::new(),
     };
     parser.list(None)?;
-    let raw = std::mem::take(&mut parser.commands);
-    let mut out = Vec::new();
-    for words in raw {
-        expand_command(words, &mut out, 0)?;
-    }
-    Ok(out)
+    Ok(parser.commands)
 }
 
-/// Resolves keywords, assignments, wrappers and `bash -c` in one simple command.
+/// The text of a word that must be known before the command runs.
+fn static_text<'w>(word: &'w Word, what: &str) -> Result<&'w str, String> {
+    if word.dynamic {
+        return Err(format!("{what} comes from an expansion ({:?})", word.text));
+    }
+    Ok(&word.text)
+}
+
+/// Resolves keywords, assignments, wrappers, `find -exec`, shells and git's global options in
+/// one simple command.
 fn expand_command(
-    words: Vec<Word>,
+    command: RawCommand,
     out: &mut Vec<Vec<String>>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 8 {
         return Err("commands are nested too deeply".into());
     }
-    let mut rest: &[Word] = &words;
+    let mut rest: &[Word] = &command.words;
     // Leading reserved words and variable assignments do not name the command.
     loop {
         match rest.first() {
@@ -207,66 +447,296 @@ fn expand_command(
     let Some(name) = rest.first() else {
         return Ok(());
     };
-    if name.dynamic {
-        return Err(format!(
-            "the command name {:?} comes from an expansion",
-            name.text
-        ));
+    let name = static_text(name, "the command name")?;
+    if UNSUPPORTED_KEYWORDS.contains(&name) {
+        return Err(format!("`{name}` constructs are not supported"));
     }
-    if UNSUPPORTED_KEYWORDS.contains(&name.text.as_str()) {
-        return Err(format!("`{}` constructs are not supported", name.text));
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let args = &rest[1..];
+    if base == "git" {
+        out.push(git_command(name, args)?);
+    } else {
+        out.push(rest.iter().map(|w| w.text.clone()).collect());
     }
-    out.push(rest.iter().map(|w| w.text.clone()).collect());
-    let base = name.text.rsplit('/').next().unwrap_or(&name.text);
-    if WRAPPERS.contains(&base) {
-        let mut inner = &rest[1..];
-        // Skip the wrapper's own options and, for env, its assignments; `timeout` takes a
-        // duration first.
-        let mut skipped_duration = base != "timeout";
-        while let Some(w) = inner.first() {
-            if w.text.starts_with('-') || is_assignment(w) {
-                inner = &inner[1..];
-            } else if !skipped_duration {
-                skipped_duration = true;
-                inner = &inner[1..];
+    let inner = |words: &[Word], out: &mut Vec<Vec<String>>| {
+        expand_command(
+            RawCommand {
+                words: words.to_vec(),
+                stdin: command.stdin.clone(),
+            },
+            out,
+            depth + 1,
+        )
+    };
+    if let Some(wrapper) = WRAPPERS.iter().find(|w| w.names.contains(&base)) {
+        match unwrap(wrapper, base, args)? {
+            Wrapped::Command(words) if wrapper.joins_operands => {
+                let text: Vec<&str> = words
+                    .iter()
+                    .map(|w| static_text(w, &format!("the command given to {base}")))
+                    .collect::<Result<_, _>>()?;
+                expand_line(&text.join(" "), out, depth + 1)?;
+            }
+            Wrapped::Command(words) => inner(words, out)?,
+            Wrapped::Script(script) => {
+                let script = static_text(script, &format!("the command given to {base}"))?;
+                expand_line(script, out, depth + 1)?;
+            }
+            Wrapped::Shell => shell_stdin(base, &command.stdin, out, depth)?,
+            Wrapped::Nothing => {}
+        }
+    } else if base == "find" {
+        let mut words = args;
+        while let Some(at) = words
+            .iter()
+            .position(|w| FIND_ACTIONS.contains(&w.text.as_str()))
+        {
+            let action = &words[at + 1..];
+            let end = action
+                .iter()
+                .position(|w| w.text == ";" || w.text == "+")
+                .unwrap_or(action.len());
+            if end > 0 {
+                inner(&action[..end], out)?;
+            }
+            words = &action[end..];
+        }
+    } else if SHELLS.contains(&base) {
+        match shell_input(args)? {
+            ShellInput::Script(script) => {
+                let script = static_text(script, &format!("the script given to {base}"))?;
+                expand_line(script, out, depth + 1)?;
+            }
+            ShellInput::Stdin => shell_stdin(base, &command.stdin, out, depth)?,
+            // A script file: what it runs is not on the command line.
+            ShellInput::File => {}
+        }
+    } else if base == "eval" {
+        let text: Vec<&str> = args
+            .iter()
+            .map(|w| static_text(w, "the command given to eval"))
+            .collect::<Result<_, _>>()?;
+        expand_line(&text.join(" "), out, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// What a wrapper runs.
+enum Wrapped<'w> {
+    /// The command in these words.
+    Command(&'w [Word]),
+    /// A command line given as an option's value.
+    Script(&'w Word),
+    /// A shell reading its commands from stdin.
+    Shell,
+    /// No command (`command -v rm`, `exec` with redirections only).
+    Nothing,
+}
+
+/// Reads a wrapper's options and finds what it runs.
+fn unwrap<'w>(wrapper: &Wrapper, base: &str, args: &'w [Word]) -> Result<Wrapped<'w>, String> {
+    let mut i = 0;
+    let mut operands = wrapper.operands;
+    let mut options_done = false;
+    let mut shell = false;
+    while let Some(word) = args.get(i) {
+        let text = word.text.as_str();
+        let is_option = !options_done && text.starts_with('-') && text.len() > 1;
+        if !is_option {
+            if base == "env" && is_assignment(word) {
+                i += 1;
+            } else if operands > 0 {
+                operands -= 1;
+                i += 1;
             } else {
                 break;
             }
+            continue;
         }
-        if !inner.is_empty() {
-            expand_command(inner.to_vec(), out, depth + 1)?;
+        static_text(word, &format!("an option of {base}"))?;
+        if text == "--" {
+            options_done = true;
+            i += 1;
+            continue;
         }
-    } else if SHELLS.contains(&base) || base == "eval" {
-        let script = if base == "eval" {
-            Some(&rest[1..])
-        } else {
-            rest.iter()
-                .position(|w| w.text == "-c")
-                .map(|i| &rest[i + 1..(i + 2).min(rest.len())])
-        };
-        if let Some(script) = script {
-            if script.iter().any(|w| w.dynamic) {
-                return Err(format!(
-                    "the script given to {base} comes from an expansion"
-                ));
+        if let Some(long) = text.strip_prefix("--").map(|_| text) {
+            let (name, value) = match long.split_once('=') {
+                Some((name, _)) => (name, Some(i)),
+                None => (long, None),
+            };
+            let takes_value = wrapper.long_values.contains(&name);
+            let value_at = match value {
+                Some(at) => Some(at),
+                None if takes_value => {
+                    i += 1;
+                    Some(i)
+                }
+                None => None,
+            };
+            if wrapper.long_script == Some(name) {
+                let Some(at) = value_at.filter(|&at| at < args.len()) else {
+                    return Err(format!("{base} {name} has no command"));
+                };
+                if value.is_some() {
+                    return Err(format!(
+                        "write {base} {name} with its command as the next word"
+                    ));
+                }
+                return Ok(Wrapped::Script(&args[at]));
             }
-            let text: Vec<&str> = script.iter().map(|w| w.text.as_str()).collect();
-            for nested in parse_commands(&text.join(" "))? {
-                expand_command(
-                    nested
-                        .into_iter()
-                        .map(|text| Word {
-                            text,
-                            dynamic: false,
-                        })
-                        .collect(),
-                    out,
-                    depth + 1,
-                )?;
+            i += 1;
+            continue;
+        }
+        // A cluster of short options: `-Eu root`, `-n5`, `-xc`.
+        let letters = &text[1..];
+        for (at, letter) in letters.char_indices() {
+            if wrapper.short_no_run.contains(letter) {
+                return Ok(Wrapped::Nothing);
+            }
+            if wrapper.short_shell.contains(letter) {
+                shell = true;
+            }
+            if wrapper.short_values.contains(letter) {
+                let attached = &letters[at + letter.len_utf8()..];
+                if wrapper.short_script == Some(letter) {
+                    if !attached.is_empty() {
+                        return Err(format!(
+                            "write {base} -{letter} with its command as the next word"
+                        ));
+                    }
+                    return match args.get(i + 1) {
+                        Some(script) => Ok(Wrapped::Script(script)),
+                        None => Err(format!("{base} -{letter} has no command")),
+                    };
+                }
+                if attached.is_empty() {
+                    i += 1;
+                }
+                break;
             }
         }
+        i += 1;
     }
-    Ok(())
+    let command = &args[i.min(args.len())..];
+    if !command.is_empty() {
+        Ok(Wrapped::Command(command))
+    } else if shell || wrapper.short_shell == "*" {
+        Ok(Wrapped::Shell)
+    } else {
+        Ok(Wrapped::Nothing)
+    }
+}
+
+/// Where a shell reads its commands.
+enum ShellInput<'w> {
+    /// `-c` and its command line.
+    Script(&'w Word),
+    /// Standard input (no `-c`, no file, or `-s`).
+    Stdin,
+    /// A script file.
+    File,
+}
+
+fn shell_input(args: &[Word]) -> Result<ShellInput<'_>, String> {
+    let mut i = 0;
+    let mut command_string = false;
+    let mut from_stdin = false;
+    while let Some(word) = args.get(i) {
+        let text = static_text(word, "an option of the shell")?;
+        if text == "--" || text == "-" {
+            i += 1;
+            break;
+        }
+        if text.starts_with("--") {
+            // bash's long options; two take a file.
+            if matches!(text, "--rcfile" | "--init-file") {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if !(text.starts_with('-') || text.starts_with('+')) || text.len() < 2 {
+            break;
+        }
+        for letter in text[1..].chars() {
+            match letter {
+                'c' if text.starts_with('-') => command_string = true,
+                's' => from_stdin = true,
+                // `-o pipefail`, `-O extglob`: the option name is the next word.
+                'o' | 'O' => i += 1,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    let operands = &args[i.min(args.len())..];
+    if command_string {
+        return match operands.first() {
+            Some(script) => Ok(ShellInput::Script(script)),
+            None => Err("a shell's -c has no command".into()),
+        };
+    }
+    if from_stdin || operands.is_empty() {
+        Ok(ShellInput::Stdin)
+    } else {
+        Ok(ShellInput::File)
+    }
+}
+
+/// Checks what a shell reading stdin runs: a here-string's commands; anything else (a pipe, a
+/// file, an enclosing redirection) cannot be known from the line.
+fn shell_stdin(
+    shell: &str,
+    stdin: &Stdin,
+    out: &mut Vec<Vec<String>>,
+    depth: usize,
+) -> Result<(), String> {
+    match stdin {
+        Stdin::HereString(script) => {
+            let script = static_text(script, &format!("the here-string given to {shell}"))?;
+            expand_line(script, out, depth + 1)
+        }
+        Stdin::Pipe => Err(format!(
+            "{shell} reads its commands from a pipe, which the policy cannot see"
+        )),
+        Stdin::Unknown => Err(format!(
+            "{shell} reads its commands from its input, which the policy cannot see"
+        )),
+    }
+}
+
+/// A git command with its global options (`-C dir`, `-c key=value`, `--no-pager`) left out,
+/// so patterns name the subcommand: `git -C . push` is checked as `git push`. Aliases defined
+/// with `-c alias.x=...` are refused: they can run anything.
+fn git_command(name: &str, args: &[Word]) -> Result<Vec<String>, String> {
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        let text = word.text.as_str();
+        if !text.starts_with('-') {
+            break;
+        }
+        let (option, attached) = match text.split_once('=') {
+            Some((option, value)) => (option, Some(value)),
+            None => (text, None),
+        };
+        let value = match attached {
+            Some(value) => Some(value),
+            None if GIT_VALUE_OPTIONS.contains(&option) => {
+                i += 1;
+                args.get(i).map(|w| w.text.as_str())
+            }
+            None => None,
+        };
+        if matches!(option, "-c" | "--config-env")
+            && value.is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("alias."))
+        {
+            return Err("git aliases set on the command line are not checked".into());
+        }
+        i += 1;
+    }
+    let mut command = vec![name.to_string()];
+    command.extend(args[i.min(args.len())..].iter().map(|w| w.text.clone()));
+    Ok(command)
 }
 
 fn is_assignment(word: &Word) -> bool {
@@ -282,7 +752,9 @@ struct Parser<'a> {
     chars: &'a [char],
     pos: usize,
     depth: usize,
-    commands: Vec<Vec<Word>>,
+    /// The standard input of the command being read.
+    stdin: Stdin,
+    commands: Vec<RawCommand>,
 }
 
 impl Parser<'_> {
@@ -316,12 +788,14 @@ impl Parser<'_> {
                 ' ' | '\t' => self.pos += 1,
                 '&' if self.peek_at(1) == Some('>') => self.redirection()?,
                 '\n' | ';' | '&' | '|' => {
+                    let pipe = c == '|' && self.peek_at(1) != Some('|');
                     self.finish(&mut words);
                     self.pos += 1;
                     // `&&`, `||`, `|&`, `;;` are one operator.
                     if matches!(self.peek(), Some('&' | '|' | ';')) {
                         self.pos += 1;
                     }
+                    self.stdin = if pipe { Stdin::Pipe } else { Stdin::Unknown };
                 }
                 '#' if words.is_empty() || self.at_word_start() => {
                     while let Some(c) = self.peek() {
@@ -371,8 +845,19 @@ impl Parser<'_> {
 
     fn finish(&mut self, words: &mut Vec<Word>) {
         if !words.is_empty() {
-            self.commands.push(std::mem::take(words));
+            self.commands.push(RawCommand {
+                words: std::mem::take(words),
+                stdin: std::mem::take(&mut self.stdin),
+            });
         }
+    }
+
+    /// Parses a substitution's commands, which do not read the enclosing command's input.
+    fn substitution(&mut self) -> Result<(), String> {
+        let outer = std::mem::take(&mut self.stdin);
+        let result = self.list(Some(')'));
+        self.stdin = outer;
+        result
     }
 
     /// Skips a redirection operator and its target; runs process substitutions.
@@ -381,21 +866,33 @@ impl Parser<'_> {
         if self.peek_at(1) == Some('(') {
             // Process substitution: <(cmd) or >(cmd).
             self.pos += 2;
-            return self.list(Some(')'));
+            return self.substitution();
         }
         if c == '<' && self.peek_at(1) == Some('<') && self.peek_at(2) != Some('<') {
             return Err("here-documents are not supported".into());
         }
+        let start = self.pos;
         while matches!(self.peek(), Some('<' | '>' | '&' | '|')) {
             self.pos += 1;
         }
+        let operator: String = self.chars[start..self.pos].iter().collect();
         while matches!(self.peek(), Some(' ' | '\t')) {
             self.pos += 1;
         }
-        match self.peek() {
-            None | Some('\n' | ';' | '|' | '&' | ')') => Err("a redirection has no target".into()),
-            Some(_) => self.word().map(drop),
+        let target = match self.peek() {
+            None | Some('\n' | ';' | '|' | '&' | ')') => {
+                return Err("a redirection has no target".into());
+            }
+            Some(_) => self.word()?,
+        };
+        // What the command reads: a here-string's text; after any other input redirection
+        // (`< file`, `<&3`, also of another descriptor), something the line does not show.
+        match operator.as_str() {
+            "<<<" => self.stdin = Stdin::HereString(target),
+            o if o.starts_with('<') => self.stdin = Stdin::Unknown,
+            _ => {}
         }
+        Ok(())
     }
 
     /// Reads one word, removing quotes and recording commands in substitutions.
@@ -491,7 +988,7 @@ impl Parser<'_> {
             }
             Some('(') => {
                 self.pos += 1;
-                self.list(Some(')'))?;
+                self.substitution()?;
                 word.dynamic = true;
                 word.text.push_str("$(…)");
             }
@@ -560,17 +1057,8 @@ impl Parser<'_> {
         }
         let inner: String = self.chars[start..self.pos].iter().collect();
         self.pos += 1;
-        let nested = parse_commands(&inner.replace("\\`", "`"))?;
-        // Nested commands are already expanded; record them as literal words.
-        self.commands.extend(nested.into_iter().map(|words| {
-            words
-                .into_iter()
-                .map(|text| Word {
-                    text,
-                    dynamic: false,
-                })
-                .collect()
-        }));
+        let nested = parse_raw(&inner.replace("\\`", "`"))?;
+        self.commands.extend(nested);
         word.dynamic = true;
         word.text.push_str("`…`");
         Ok(())
