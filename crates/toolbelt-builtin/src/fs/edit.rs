@@ -13,8 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
+use super::diff;
+use super::read_state::read_modify_write;
 use super::text::{self, Encoding};
-use super::{FileKind, diff};
 use crate::BuiltinEnv;
 
 const DESCRIPTION: &str = "Performs an exact string replacement in a file. The file must have \
@@ -69,52 +70,28 @@ async fn try_edit(env: &BuiltinEnv, args: EditArgs) -> Result<ToolOutput, String
     let ops = &env.files;
     let path = ops.resolve(&args.file_path).map_err(|e| e.to_string())?;
     let shown = ops.display_path(&path);
-    let existing = ops.stat(&path).await.map_err(|e| e.to_string())?;
-    let (old_text, encoding) = match existing {
-        None if args.old_string.is_empty() => (None, Encoding::Utf8 { bom: false }),
-        None => {
-            return Err(format!(
-                "file does not exist: {shown}; pass an empty old_string to create it"
-            ));
-        }
-        Some(stat) if stat.kind == FileKind::Dir => {
-            return Err(format!("{shown} is a directory, not a file"));
-        }
-        Some(_) => {
-            let current = ops.read(&path, None).await.map_err(|e| e.to_string())?;
-            env.read_state
-                .check_fresh(&path, &current.stat, &current.bytes)
-                .map_err(|e| format!("{shown}: {e}"))?;
-            let decoded =
-                text::decode(&current.bytes).map_err(|e| format!("cannot edit {shown}: {e}"))?;
-            (Some(decoded.text), decoded.encoding)
-        }
-    };
-    let (new_text, replacements) = match &old_text {
-        None => (args.new_string.clone(), 1),
-        Some(current) if args.old_string.is_empty() => {
-            if !current.is_empty() {
-                return Err(format!(
-                    "old_string is empty but {shown} already exists and is not empty; give the \
-                     text to replace, or use Write to replace the whole file"
-                ));
-            }
-            (args.new_string.clone(), 1)
-        }
-        Some(current) => replace(
-            current,
-            &args.old_string,
-            &args.new_string,
-            args.replace_all,
-        )
-        .map_err(|e| e.message(&shown))?,
-    };
-    let bytes = text::encode(&new_text, encoding);
-    let stat = ops
-        .write_atomic(&path, &bytes)
-        .await
-        .map_err(|e| e.to_string())?;
-    env.read_state.record(&path, &stat, &bytes);
+    let name = shown.clone();
+    // The change runs under the file's lock; it hands back what the report needs.
+    let (old_text, new_text, replacements) =
+        read_modify_write(env, path, shown.clone(), move |current| {
+            let (old_text, encoding) = match current {
+                None if args.old_string.is_empty() => (None, Encoding::Utf8 { bom: false }),
+                None => {
+                    return Err(format!(
+                        "file does not exist: {name}; pass an empty old_string to create it"
+                    ));
+                }
+                Some(current) => {
+                    let decoded = text::decode(&current.bytes)
+                        .map_err(|e| format!("cannot edit {name}: {e}"))?;
+                    (Some(decoded.text), decoded.encoding)
+                }
+            };
+            let (new_text, replacements) = edited(old_text.as_deref(), &args, &name)?;
+            let bytes = text::encode(&new_text, encoding);
+            Ok((bytes, (old_text, new_text, replacements)))
+        })
+        .await?;
     let diff = diff::unified(&shown, old_text.as_deref().unwrap_or(""), &new_text);
     let message = match &old_text {
         None => format!("File created successfully at: {shown}"),
@@ -128,6 +105,30 @@ async fn try_edit(env: &BuiltinEnv, args: EditArgs) -> Result<ToolOutput, String
             "replacements": replacements,
             "created": old_text.is_none(),
         })))
+}
+
+/// The text after the edit and the number of replacements; `current` is `None` for a file
+/// being created.
+fn edited(current: Option<&str>, args: &EditArgs, shown: &str) -> Result<(String, usize), String> {
+    match current {
+        None => Ok((args.new_string.clone(), 1)),
+        Some(current) if args.old_string.is_empty() => {
+            if !current.is_empty() {
+                return Err(format!(
+                    "old_string is empty but {shown} already exists and is not empty; give the \
+                     text to replace, or use Write to replace the whole file"
+                ));
+            }
+            Ok((args.new_string.clone(), 1))
+        }
+        Some(current) => replace(
+            current,
+            &args.old_string,
+            &args.new_string,
+            args.replace_all,
+        )
+        .map_err(|e| e.message(shown)),
+    }
 }
 
 /// Why a replacement could not be made.

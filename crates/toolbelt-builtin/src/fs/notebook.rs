@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
+use super::read_state::read_modify_write;
 use crate::BuiltinEnv;
 
 /// Characters of one output kept when summarising it for Read.
@@ -220,15 +221,30 @@ async fn try_notebook_edit(env: &BuiltinEnv, args: NotebookEditArgs) -> Result<T
             "{shown} is not a notebook (.ipynb); use Edit for other files"
         ));
     }
-    let contents = ops
-        .read(&path, Some(env.max_file_size))
-        .await
-        .map_err(|e| e.to_string())?;
-    env.read_state
-        .check_fresh(&path, &contents.stat, &contents.bytes)
-        .map_err(|e| format!("{shown}: {e}"))?;
-    let original =
-        std::str::from_utf8(&contents.bytes).map_err(|_| format!("{shown} is not UTF-8 JSON"))?;
+    let name = shown.clone();
+    // The change runs under the file's lock; it hands back what the report needs.
+    let (summary, mode, cell_count) = read_modify_write(env, path, shown.clone(), move |current| {
+        let contents = current.ok_or_else(|| format!("file does not exist: {name}"))?;
+        let (updated, report) = edited(&contents.bytes, args, &name)?;
+        Ok((updated.into_bytes(), report))
+    })
+    .await?;
+    Ok(
+        ToolOutput::text(format!("{summary} of {shown}.")).with_structured(json!({
+            "notebook_path": shown,
+            "edit_mode": mode,
+            "cells": cell_count,
+        })),
+    )
+}
+
+/// The notebook after the edit, and (summary, mode, cell count) for the report.
+fn edited(
+    bytes: &[u8],
+    args: NotebookEditArgs,
+    shown: &str,
+) -> Result<(String, (String, EditMode, usize)), String> {
+    let original = std::str::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 JSON"))?;
     let mut notebook: Value = serde_json::from_str(original)
         .map_err(|e| format!("{shown} is not a valid notebook (JSON error: {e})"))?;
     let wants_ids = supports_cell_ids(&notebook);
@@ -288,18 +304,7 @@ async fn try_notebook_edit(env: &BuiltinEnv, args: NotebookEditArgs) -> Result<T
     };
     let cell_count = cells.len();
     let updated = serialize_like(&notebook, original)?;
-    let stat = ops
-        .write_atomic(&path, updated.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    env.read_state.record(&path, &stat, updated.as_bytes());
-    Ok(
-        ToolOutput::text(format!("{summary} of {shown}.")).with_structured(json!({
-            "notebook_path": shown,
-            "edit_mode": mode,
-            "cells": cell_count,
-        })),
-    )
+    Ok((updated, (summary, mode, cell_count)))
 }
 
 /// nbformat 4.5 introduced cell ids.

@@ -7,8 +7,9 @@ use serde::Deserialize;
 use serde_json::json;
 use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
+use super::diff;
+use super::read_state::read_modify_write;
 use super::text::{self, Encoding};
-use super::{FileKind, diff};
 use crate::BuiltinEnv;
 
 const DESCRIPTION: &str = "Writes a file to the local filesystem, replacing it if it exists. \
@@ -53,32 +54,25 @@ async fn try_write(env: &BuiltinEnv, args: WriteArgs) -> Result<ToolOutput, Stri
     let ops = &env.files;
     let path = ops.resolve(&args.file_path).map_err(|e| e.to_string())?;
     let shown = ops.display_path(&path);
-    let existing = ops.stat(&path).await.map_err(|e| e.to_string())?;
-    let (old_text, encoding) = match existing {
-        Some(stat) if stat.kind == FileKind::Dir => {
-            return Err(format!("{shown} is a directory, not a file"));
-        }
-        Some(_) => {
-            let current = ops.read(&path, None).await.map_err(|e| e.to_string())?;
-            env.read_state
-                .check_fresh(&path, &current.stat, &current.bytes)
-                .map_err(|e| format!("{shown}: {e}"))?;
-            match text::decode(&current.bytes) {
-                Ok(decoded) => (Some(decoded.text), decoded.encoding),
-                // Replacing a binary file: nothing to diff against, write UTF-8.
-                Err(_) => (Some(String::new()), Encoding::Utf8 { bom: false }),
-            }
-        }
-        None => (None, Encoding::Utf8 { bom: false }),
-    };
-    let bytes = text::encode(&args.content, encoding);
-    let stat = ops
-        .write_atomic(&path, &bytes)
-        .await
-        .map_err(|e| e.to_string())?;
-    env.read_state.record(&path, &stat, &bytes);
+    let content = args.content;
+    // The change runs under the file's lock; it hands back what the report needs.
+    let (old_text, written, content) =
+        read_modify_write(env, path, shown.clone(), move |current| {
+            let (old_text, encoding) = match current {
+                Some(current) => match text::decode(&current.bytes) {
+                    Ok(decoded) => (Some(decoded.text), decoded.encoding),
+                    // Replacing a binary file: nothing to diff against, write UTF-8.
+                    Err(_) => (Some(String::new()), Encoding::Utf8 { bom: false }),
+                },
+                None => (None, Encoding::Utf8 { bom: false }),
+            };
+            let bytes = text::encode(&content, encoding);
+            let written = bytes.len();
+            Ok((bytes, (old_text, written, content)))
+        })
+        .await?;
     let created = old_text.is_none();
-    let diff = diff::unified(&shown, old_text.as_deref().unwrap_or(""), &args.content);
+    let diff = diff::unified(&shown, old_text.as_deref().unwrap_or(""), &content);
     let message = if created {
         format!("File created successfully at: {shown}")
     } else {
@@ -94,6 +88,6 @@ async fn try_write(env: &BuiltinEnv, args: WriteArgs) -> Result<ToolOutput, Stri
         .with_structured(json!({
             "type": if created { "create" } else { "update" },
             "file_path": shown,
-            "bytes": bytes.len(),
+            "bytes": written,
         })))
 }
