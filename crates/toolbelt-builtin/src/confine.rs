@@ -427,7 +427,17 @@ impl Confinement {
                     if links > MAX_SYMLINKS {
                         return Err(Errno::LOOP.into());
                     }
-                    let target = rustix::fs::readlinkat(parent, part.as_os_str(), Vec::new())?;
+                    let target = match rustix::fs::readlinkat(parent, part.as_os_str(), Vec::new())
+                    {
+                        Ok(target) => target,
+                        // No longer a symlink (swapped since the stat): look at it again. The
+                        // count above still bounds a race that never ends.
+                        Err(Errno::INVAL | Errno::NOENT) => {
+                            queue.push_front(part);
+                            continue;
+                        }
+                        Err(errno) => return Err(errno.into()),
+                    };
                     let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
                     if target.is_absolute() {
                         let inside = self.relative(&target)?;

@@ -223,6 +223,9 @@ impl ExternalSearch {
     fn grep_blocking(&self, query: &GrepQuery) -> Result<GrepResults, SearchError> {
         // Same regex front end as the in-process backend: identical errors, before any spawn.
         super::local::build_matcher(query)?;
+        if let Some(glob) = &query.glob {
+            super::check_glob_len(glob)?;
+        }
         if let Some(name) = &query.file_type {
             ignore::types::TypesBuilder::new()
                 .add_defaults()
@@ -324,6 +327,8 @@ impl ExternalSearch {
                 "never",
                 "--follow",
                 "--no-ignore-parent",
+                // Refusals by the jail are counted from these messages.
+                "--show-errors",
             ])
             .current_dir(&self.base)
             .stdin(Stdio::null());
