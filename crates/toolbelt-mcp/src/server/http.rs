@@ -1,29 +1,39 @@
-//! Serving over streamable HTTP, mounted in axum at `/mcp`, with sessions, a bearer token,
-//! Host and Origin checks (DNS-rebinding protection) and a graceful shutdown.
+//! Serving over streamable HTTP, mounted in axum at `/mcp`, with sessions that expire and are
+//! capped, a bearer token, Host and Origin checks (DNS-rebinding protection), JSON-RPC errors
+//! for malformed requests and a graceful shutdown.
+//!
+//! Safe by default: [`HttpServer::bind`] refuses an address other machines can reach unless a
+//! token is set. The layers, outermost first: the bearer token (nothing else runs for a
+//! caller without it), JSON-RPC errors for malformed bodies, the session cap, then rmcp's
+//! service (Host, Origin, the protocol).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolServer;
+use super::malformed::{self, MAX_BODY_BYTES, SERVER_BUSY, json_rpc_error};
+use super::sessions::{BoundedSessions, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
 /// Options of the HTTP server.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpServeOptions {
-    /// When set, every request must carry `Authorization: Bearer <token>` (else 401).
+    /// When set, every request must carry `Authorization: Bearer <token>` (else 401). Required
+    /// to bind an address that is not loopback.
     pub token: Option<String>,
     /// Browser origins allowed to call the server (`http://localhost:*` style). Requests with
     /// an `Origin` header not in the list are refused; requests without one (non-browser
@@ -31,15 +41,39 @@ pub struct HttpServeOptions {
     pub allowed_origins: Vec<String>,
     /// Extra `Host` values to accept besides the loopback names and the bound address.
     pub allowed_hosts: Vec<String>,
+    /// A session with no request, response or open stream for this long is closed (default
+    /// 30 minutes); its client gets 404 next time and starts a new session.
+    pub session_idle_timeout: Duration,
+    /// The most sessions open at once (default 1,000). A new session over the cap replaces
+    /// the one idle the longest; when every session is busy it is refused with HTTP 503.
+    pub max_sessions: usize,
+}
+
+impl Default for HttpServeOptions {
+    fn default() -> Self {
+        Self {
+            token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
+    }
 }
 
 /// The loopback origins allowed when none are configured.
 const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
+/// Whether only this machine can connect to `ip` (`127.0.0.0/8`, `::1`, or `::ffff:127.x`).
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
 /// A bound, not yet running, MCP HTTP server.
 pub struct HttpServer {
     listener: TcpListener,
     router: Router,
+    sessions: Arc<BoundedSessions>,
     stop: CancellationToken,
 }
 
@@ -53,11 +87,22 @@ impl std::fmt::Debug for HttpServer {
 
 impl HttpServer {
     /// Binds `addr` (use port 0 for any free port) and prepares the routes.
+    ///
+    /// An address other machines can reach (anything but loopback, `0.0.0.0` included) needs
+    /// a token: without one this fails with [`std::io::ErrorKind::PermissionDenied`] before
+    /// binding, since the tools would be anyone's to call.
     pub async fn bind(
         addr: SocketAddr,
         server: ToolServer,
         options: HttpServeOptions,
     ) -> std::io::Result<Self> {
+        let token = options.token.filter(|t| !t.is_empty());
+        if token.is_none() && !is_loopback(addr.ip()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{addr} is reachable from other machines; serving it needs a bearer token"),
+            ));
+        }
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
         let stop = CancellationToken::new();
@@ -74,14 +119,23 @@ impl HttpServer {
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .enforce_origin_validation()
+            .with_max_request_body_bytes(MAX_BODY_BYTES)
             .with_cancellation_token(stop.child_token());
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let mut router = Router::new().nest_service(MCP_PATH, service);
-        if let Some(token) = options.token {
+        let sessions = Arc::new(BoundedSessions::new(
+            options.session_idle_timeout,
+            options.max_sessions,
+        ));
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+        let admission = sessions.clone();
+        let mut router = Router::new()
+            .nest_service(MCP_PATH, service)
+            .layer(middleware::from_fn(move |request: Request, next: Next| {
+                let sessions = admission.clone();
+                async move { admit_new_session(&sessions, request, next).await }
+            }))
+            .layer(middleware::from_fn(malformed::json_rpc_errors));
+        if let Some(token) = token {
             let expected = Arc::new(format!("Bearer {token}"));
             router = router.layer(middleware::from_fn(move |request: Request, next: Next| {
                 let expected = expected.clone();
@@ -91,6 +145,7 @@ impl HttpServer {
         Ok(Self {
             listener,
             router,
+            sessions,
             stop,
         })
     }
@@ -109,6 +164,7 @@ impl HttpServer {
     /// connections have closed.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let stop = self.stop.clone();
+        let expiry = tokio::spawn(self.sessions.clone().expire_until(stop.clone()));
         let graceful = async move {
             shutdown.cancelled().await;
             // Ends open SSE streams so the graceful shutdown does not wait on them forever.
@@ -121,10 +177,32 @@ impl HttpServer {
                 tracing::debug!("could not set TCP_NODELAY: {err}");
             }
         });
-        axum::serve(listener, self.router)
+        let served = axum::serve(listener, self.router)
             .with_graceful_shutdown(graceful)
-            .await
+            .await;
+        self.stop.cancel();
+        let _ = expiry.await;
+        served
     }
+}
+
+/// Refuses a new session (a POST without `Mcp-Session-Id`) with HTTP 503 and a JSON-RPC
+/// error when the cap is reached and no session is idle.
+async fn admit_new_session(sessions: &BoundedSessions, request: Request, next: Next) -> Response {
+    let opens_session =
+        request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+    if opens_session && !sessions.admits_new() {
+        return json_rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            SERVER_BUSY,
+            serde_json::Value::Null,
+            &format!(
+                "{} MCP sessions are open and all are busy, the most this server allows; try again later",
+                sessions.max()
+            ),
+        );
+    }
+    next.run(request).await
 }
 
 /// Refuses requests without the expected `Authorization` header (compared in constant time).
@@ -132,9 +210,9 @@ async fn require_bearer(expected: &str, request: Request, next: Next) -> Respons
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(expected.as_bytes())) {
         return next.run(request).await;
     }
     let mut response = (StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response();
@@ -144,9 +222,23 @@ async fn require_bearer(expected: &str, request: Request, next: Next) -> Respons
     response
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_addresses_count_as_loopback() {
+        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "0.0.0.0",
+            "::",
+            "10.0.0.1",
+            "192.168.1.2",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
+        }
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

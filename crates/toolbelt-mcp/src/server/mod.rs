@@ -16,10 +16,15 @@
 //! - `notifications/tools/list_changed` goes to every client on
 //!   [`ToolServer::notify_tools_changed`], and from [`ToolServer::watch_registry`] whenever the
 //!   visible tools change (an aggregated MCP server reported a new list, a tool was added).
-//! - HTTP ([`HttpServer`]): sessions with ids, an optional bearer token (401 without it),
-//!   `Host` and `Origin` allow lists (403), TCP_NODELAY, and a graceful shutdown.
+//! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped, a bearer
+//!   token (401 without it; required off loopback), `Host` and `Origin` allow lists (403),
+//!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
+//!   graceful shutdown.
 //! - stdio ([`serve_stdio`]): stdout carries only the protocol; a SIGTERM-driven shutdown
-//!   never waits on a blocked stdin read.
+//!   never waits on a blocked stdin read. A line that is JSON but not a JSON-RPC message gets
+//!   a -32600 error; a line that is not JSON is skipped (rmcp's choice, as the other MCP
+//!   SDKs do: there is no id to answer, and answering garbage can start an error storm with
+//!   a peer that echoes it).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -44,11 +49,14 @@
 mod convert;
 mod handler;
 mod http;
+mod malformed;
+mod sessions;
 mod stdio;
 
 pub use convert::{call_result, error_result, mcp_tool};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
 pub use http::{HttpServeOptions, HttpServer};
+pub use sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
 pub use stdio::serve_stdio;
 
 /// The token that stops [`serve_stdio`], [`HttpServer::run`] and

@@ -1,0 +1,377 @@
+//! HTTP sessions that end when idle and never grow past a cap.
+//!
+//! Every streamable HTTP client holds a session, and each session keeps a running MCP
+//! service (its tasks, channels and in-flight calls) until the client sends `DELETE`. Clients
+//! that vanish without one, or a script that opens sessions in a loop, would otherwise grow
+//! the server without bound. [`BoundedSessions`] wraps rmcp's in-memory session manager and
+//! adds two limits:
+//!
+//! - **Idle timeout.** A session with no request, response or open stream for the timeout is
+//!   closed (the closing ends its service and cancels what it was running). A session with a
+//!   stream open (a call still running, a client's `GET` stream listening for notifications)
+//!   is never idle, however long the call takes. rmcp's own keep-alive is turned off because
+//!   it counts only messages, so it would end a session in the middle of a long, silent call.
+//! - **Cap.** Opening a session when the cap is reached closes the session idle the longest
+//!   (its client gets 404 on its next request and, as MCP requires, starts a new session).
+//!   When every session is busy, the new one is refused: HTTP 503 with a JSON-RPC error.
+//!   Evicting an idle session rather than refusing keeps the server usable for new clients
+//!   when an old client leaked its sessions.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
+};
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use tokio_util::sync::CancellationToken;
+
+/// The default idle timeout of an HTTP session.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The default cap on open HTTP sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
+
+/// Why a session could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionsError {
+    /// The cap is reached and every session is busy.
+    #[error("{max} MCP sessions are open and all are busy (the most this server allows)")]
+    Full {
+        /// The cap.
+        max: usize,
+    },
+    /// rmcp's session manager failed.
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+/// What is known of one session's use.
+#[derive(Debug)]
+struct Activity {
+    /// When the session was last used (a request, a message sent, a stream closed).
+    last: Instant,
+    /// Streams open on the session (request streams of calls running, `GET` streams).
+    open_streams: usize,
+}
+
+impl Activity {
+    fn fresh() -> Self {
+        Self {
+            last: Instant::now(),
+            open_streams: 0,
+        }
+    }
+
+    fn idle_for(&self, now: Instant) -> Option<Duration> {
+        (self.open_streams == 0).then(|| now.saturating_duration_since(self.last))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    sessions: HashMap<SessionId, Activity>,
+    /// Sessions being created: counted against the cap before they exist.
+    pending: usize,
+}
+
+impl Table {
+    fn touch(&mut self, id: &SessionId) {
+        if let Some(activity) = self.sessions.get_mut(id) {
+            activity.last = Instant::now();
+        }
+    }
+
+    /// The session idle the longest, if any is idle at all.
+    fn longest_idle(&self) -> Option<SessionId> {
+        let now = Instant::now();
+        self.sessions
+            .iter()
+            .filter_map(|(id, activity)| Some((activity.idle_for(now)?, id)))
+            .max_by_key(|(idle, _)| *idle)
+            .map(|(_, id)| id.clone())
+    }
+}
+
+type SharedTable = Arc<Mutex<Table>>;
+
+fn lock(table: &SharedTable) -> MutexGuard<'_, Table> {
+    table.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// rmcp's local session manager with an idle timeout and a cap (see the module docs).
+#[derive(Debug)]
+pub(crate) struct BoundedSessions {
+    inner: LocalSessionManager,
+    table: SharedTable,
+    idle_timeout: Duration,
+    max: usize,
+}
+
+impl BoundedSessions {
+    /// Sessions idle longer than `idle_timeout` are closed by [`Self::expire_idle`]; at most
+    /// `max` (at least 1) are open at once.
+    pub fn new(idle_timeout: Duration, max: usize) -> Self {
+        let mut inner = LocalSessionManager::default();
+        // Idleness is ours to judge (see the module docs).
+        inner.session_config.keep_alive = None;
+        Self {
+            inner,
+            table: SharedTable::default(),
+            idle_timeout,
+            max: max.max(1),
+        }
+    }
+
+    /// The cap.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Whether a new session would be admitted now (the cap is not reached, or an idle
+    /// session can make room). Racing requests are held to the cap by `create_session`.
+    pub fn admits_new(&self) -> bool {
+        let table = lock(&self.table);
+        table.sessions.len() + table.pending < self.max || table.longest_idle().is_some()
+    }
+
+    /// How many sessions are open.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        lock(&self.table).sessions.len()
+    }
+
+    /// Closes every session idle for longer than the timeout; returns how many.
+    pub async fn expire_idle(&self) -> usize {
+        let now = Instant::now();
+        let expired: Vec<SessionId> = lock(&self.table)
+            .sessions
+            .iter()
+            .filter(|(_, a)| a.idle_for(now).is_some_and(|idle| idle > self.idle_timeout))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            tracing::info!(session = %id, "closing an MCP session idle for over {:?}", self.idle_timeout);
+            if let Err(err) = self.close_session(id).await {
+                tracing::warn!(session = %id, "closing an idle session failed: {err}");
+            }
+        }
+        expired.len()
+    }
+
+    /// Runs [`Self::expire_idle`] until `stop` is cancelled, checking a few times per
+    /// timeout (at most every 30 s, at least every 50 ms).
+    pub async fn expire_until(self: Arc<Self>, stop: CancellationToken) {
+        let every =
+            (self.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            self.expire_idle().await;
+        }
+    }
+
+    fn touch(&self, id: &SessionId) {
+        lock(&self.table).touch(id);
+    }
+
+    /// `stream`, counted as open on session `id` until it ends or is dropped; every message
+    /// it carries is activity.
+    fn tracked<S>(
+        &self,
+        id: &SessionId,
+        stream: S,
+    ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static + use<S>
+    where
+        S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    {
+        let guard = OpenStream::new(self.table.clone(), id.clone());
+        stream.map(move |message| {
+            guard.touch();
+            message
+        })
+    }
+}
+
+/// Counts one open stream of a session, from creation to drop.
+struct OpenStream {
+    table: SharedTable,
+    id: SessionId,
+}
+
+impl OpenStream {
+    fn new(table: SharedTable, id: SessionId) -> Self {
+        if let Some(activity) = lock(&table).sessions.get_mut(&id) {
+            activity.open_streams += 1;
+            activity.last = Instant::now();
+        }
+        Self { table, id }
+    }
+
+    fn touch(&self) {
+        lock(&self.table).touch(&self.id);
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        if let Some(activity) = lock(&self.table).sessions.get_mut(&self.id) {
+            activity.open_streams = activity.open_streams.saturating_sub(1);
+            activity.last = Instant::now();
+        }
+    }
+}
+
+impl SessionManager for BoundedSessions {
+    type Error = SessionsError;
+    type Transport = WorkerTransport<LocalSessionWorker>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let evict = {
+            let mut table = lock(&self.table);
+            let evict = if table.sessions.len() + table.pending >= self.max {
+                let oldest = table
+                    .longest_idle()
+                    .ok_or(SessionsError::Full { max: self.max })?;
+                // Out of the count now, so a racing request cannot pick it too.
+                table.sessions.remove(&oldest);
+                Some(oldest)
+            } else {
+                None
+            };
+            table.pending += 1;
+            evict
+        };
+        if let Some(oldest) = evict {
+            tracing::info!(session = %oldest, "closing the MCP session idle the longest to stay within {} sessions", self.max);
+            if let Err(err) = self.inner.close_session(&oldest).await {
+                tracing::warn!(session = %oldest, "closing an evicted session failed: {err}");
+            }
+        }
+        let created = self.inner.create_session().await;
+        let mut table = lock(&self.table);
+        table.pending -= 1;
+        let (id, transport) = created?;
+        table.sessions.insert(id.clone(), Activity::fresh());
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.touch(id);
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        // Every request naming a session asks this first: it counts as use.
+        self.touch(id);
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        lock(&self.table).sessions.remove(id);
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.create_stream(id, message).await?;
+        Ok(self.tracked(id, stream))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.touch(id);
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.create_standalone_stream(id).await?;
+        Ok(self.tracked(id, stream))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.resume(id, last_event_id).await?;
+        Ok(self.tracked(id, stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open(sessions: &BoundedSessions) -> SessionId {
+        sessions.create_session().await.expect("a session").0
+    }
+
+    /// Holds a stream open on `id`, as a running call or a `GET` stream does.
+    fn busy(
+        sessions: &BoundedSessions,
+        id: &SessionId,
+    ) -> impl Stream<Item = ServerSseMessage> + use<> {
+        sessions.tracked(id, futures::stream::pending())
+    }
+
+    #[tokio::test]
+    async fn over_the_cap_the_idle_session_makes_room_and_busy_ones_refuse() {
+        let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 2);
+        let idle = open(&sessions).await;
+        let working = open(&sessions).await;
+        let _stream = busy(&sessions, &working);
+        assert!(sessions.admits_new());
+
+        let newest = open(&sessions).await;
+        assert!(
+            !sessions.has_session(&idle).await.unwrap(),
+            "the idle one was closed"
+        );
+        assert!(sessions.has_session(&working).await.unwrap());
+        assert_eq!(sessions.len(), 2);
+
+        let _also = busy(&sessions, &newest);
+        assert!(!sessions.admits_new());
+        let err = sessions.create_session().await.err().expect("refused");
+        assert!(matches!(err, SessionsError::Full { max: 2 }), "{err}");
+        assert_eq!(sessions.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_expire_and_sessions_with_an_open_stream_do_not() {
+        let sessions = BoundedSessions::new(Duration::ZERO, 10);
+        let idle = open(&sessions).await;
+        let working = open(&sessions).await;
+        let stream = busy(&sessions, &working);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(sessions.expire_idle().await, 1);
+        assert!(!sessions.has_session(&idle).await.unwrap());
+        assert!(sessions.has_session(&working).await.unwrap());
+
+        // Once its stream ends, the session is idle like any other.
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(sessions.expire_idle().await, 1);
+        assert_eq!(sessions.len(), 0);
+    }
+}
