@@ -53,6 +53,9 @@ pub enum FailureKind {
     Timeout,
     /// The caller cancelled.
     Cancelled,
+    /// The connection was lost while a call was in flight, after the request may have
+    /// reached the server: the call may or may not have run, so it is not sent again.
+    UnknownOutcome,
 }
 
 /// A failure talking to an MCP server.
@@ -118,6 +121,20 @@ impl McpError {
     pub fn is_connection_error(&self) -> bool {
         self.kind == FailureKind::Connection
     }
+
+    /// This connection failure, for a call whose request may have reached the server: the
+    /// call's outcome is unknown, and it must not be sent again.
+    pub(crate) fn into_unknown_outcome(self) -> Self {
+        Self {
+            kind: FailureKind::UnknownOutcome,
+            message: format!(
+                "the server connection was lost while the call was in flight; it may or may not \
+                 have run, so it was not sent again ({})",
+                self.message
+            ),
+            ..self
+        }
+    }
 }
 
 fn format_duration(d: Duration) -> String {
@@ -130,8 +147,9 @@ fn format_duration(d: Duration) -> String {
 
 impl From<McpError> for ToolError {
     /// Cancellation and call timeouts keep their core kinds (so the executor's retry and
-    /// timeout middleware treat them as interruptions); a lost connection is transient;
-    /// everything else is a tool failure carrying the full message.
+    /// timeout middleware treat them as interruptions); a lost connection is transient; a
+    /// call of unknown outcome, like everything else, is a tool failure carrying the full
+    /// message (never transient: retrying it could run it twice).
     fn from(err: McpError) -> Self {
         match err.kind {
             FailureKind::Cancelled => ToolError::Cancelled,

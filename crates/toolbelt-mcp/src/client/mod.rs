@@ -26,6 +26,7 @@ pub use tool::McpTool;
 
 use crate::config::{ConnectionConfig, TransportConfig};
 use crate::error::{FailureKind, McpError, Step};
+use crate::transport::delivery::Ticket;
 use crate::transport::{HEADERS_META_KEY, describe_transport_error};
 use session::{Handler, Session};
 
@@ -74,6 +75,12 @@ impl McpToolSetBuilder {
     /// HTTP 404 for an expired session, a refused or reset connection. Configuration errors
     /// (a command that does not exist, DNS failure, 401/403) fail at once. Each call counts
     /// its own attempts; parallel calls share one reconnect.
+    ///
+    /// A call is never run twice by accident: one whose request may have reached the server
+    /// before the connection was lost fails with [`FailureKind::UnknownOutcome`] instead of
+    /// being sent again, unless the tool declares `idempotentHint: true`. Only requests that
+    /// provably never reached the server (never written, a refused connection, a 404 for the
+    /// session) are re-sent. Listing tools is always retried.
     pub fn session_reconnect(mut self, attempts: u8) -> Self {
         self.reconnect = attempts;
         self
@@ -131,6 +138,7 @@ impl McpToolSetBuilder {
                 generation: AtomicU64::new(0),
                 tools_changed: Arc::new(AtomicBool::new(false)),
                 tools: RwLock::new(None),
+                idempotent_tools: RwLock::default(),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -177,6 +185,8 @@ pub(crate) struct Inner {
     generation: AtomicU64,
     tools_changed: Arc<AtomicBool>,
     tools: RwLock<Option<Vec<DynTool>>>,
+    /// The server names of the tools the last listing declared idempotent.
+    idempotent_tools: RwLock<std::collections::HashSet<String>>,
     closed: AtomicBool,
 }
 
@@ -219,15 +229,19 @@ impl McpToolSet {
         self.inner.list_tools(ctx).await
     }
 
-    /// Calls a tool by its name on the server, outside any executor (the CLI and the broker
-    /// use this). `arguments` is passed through as is.
+    /// Calls a tool by its name on the server, outside any executor. `arguments` is passed
+    /// through as is. After a lost connection the call is sent again only if it never reached
+    /// the server or the last listing declared the tool idempotent.
     pub async fn call(
         &self,
         ctx: &ToolContext,
         mcp_name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<ToolOutput, McpError> {
-        self.inner.call_tool(ctx, mcp_name, arguments).await
+        let idempotent = self.inner.listed_as_idempotent(mcp_name);
+        self.inner
+            .call_tool(ctx, mcp_name, arguments, idempotent)
+            .await
     }
 
     /// The stdio server's process id, while a session is open.
@@ -285,6 +299,14 @@ impl Inner {
 
     fn cached_tools(&self) -> Option<Vec<DynTool>> {
         self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the last listing declared the tool of this server name idempotent.
+    fn listed_as_idempotent(&self, mcp_name: &str) -> bool {
+        self.idempotent_tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(mcp_name)
     }
 
     fn closed_error(&self, step: Step) -> McpError {
@@ -464,6 +486,15 @@ impl Inner {
 
     fn build_tools(&self, ctx: &ToolContext, listed: Vec<rmcp::model::Tool>) -> Vec<DynTool> {
         let prefix = self.prefix.then_some(self.name.as_str());
+        let idempotent = listed
+            .iter()
+            .filter(|info| map_annotations(info.annotations.as_ref()).idempotent)
+            .map(|info| info.name.to_string())
+            .collect();
+        *self
+            .idempotent_tools
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = idempotent;
         let mut seen = std::collections::HashSet::new();
         let mut tools: Vec<DynTool> = Vec::with_capacity(listed.len());
         for info in listed {
@@ -489,17 +520,33 @@ impl Inner {
         }
     }
 
+    /// Calls `mcp_name`, re-sending it after a lost connection only when it never reached
+    /// the server or is `idempotent` (see [`McpToolSetBuilder::session_reconnect`]).
     pub(crate) async fn call_tool(
         &self,
         ctx: &ToolContext,
         mcp_name: &str,
         arguments: Option<JsonObject>,
+        idempotent: bool,
     ) -> Result<ToolOutput, McpError> {
         let arguments = &arguments;
         self.with_reconnect(ctx, |session: Arc<Session>| {
             Box::pin(async move {
-                self.call_once(&session, ctx, mcp_name, arguments.clone())
-                    .await
+                let ticket = session.ticket();
+                let result = self
+                    .call_once(&session, ctx, mcp_name, arguments.clone(), &ticket)
+                    .await;
+                match result {
+                    Err(err)
+                        if err.is_connection_error()
+                            && !idempotent
+                            && ticket.may_have_reached_server() =>
+                    {
+                        tracing::warn!(server = %self.name, tool = mcp_name, "{err}; not sending the call again: it may have run");
+                        Err(err.into_unknown_outcome())
+                    }
+                    other => other,
+                }
             })
         })
         .await
@@ -511,11 +558,18 @@ impl Inner {
         ctx: &ToolContext,
         mcp_name: &str,
         arguments: Option<JsonObject>,
+        ticket: &Ticket,
     ) -> Result<ToolOutput, McpError> {
         let limit = ctx.remaining().unwrap_or(self.config.timeout);
         let mut params = CallToolRequestParams::new(mcp_name.to_string());
         params.arguments = arguments;
-        params.meta = self.request_meta(ctx, Step::CallTool).await?;
+        let mut meta = self
+            .request_meta(ctx, Step::CallTool)
+            .await?
+            .unwrap_or_default();
+        let (key, value) = ticket.meta();
+        meta.0.insert(key, value);
+        params.meta = Some(meta);
         let peer = session.peer().clone();
         // Dropping the request future (on timeout or cancellation) makes rmcp send
         // `notifications/cancelled` for it.

@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::config::{ConnectionConfig, TransportConfig};
 use crate::error::{FailureKind, McpError, Step};
+use crate::transport::delivery::{DeliveryLog, Ticket};
 use crate::transport::http::InjectingClient;
 use crate::transport::sse;
 use crate::transport::stdio::{self, ChildProcess, SharedDiagnostics};
@@ -58,6 +59,8 @@ pub(crate) struct Session {
     peer: Peer<RoleClient>,
     child: Option<ChildProcess>,
     diagnostics: Option<SharedDiagnostics>,
+    /// Whether each ticketed call reached the server.
+    deliveries: Arc<DeliveryLog>,
     /// Which connection this is (0 for the first, +1 per reconnect).
     pub generation: u64,
 }
@@ -73,6 +76,7 @@ impl Session {
         generation: u64,
     ) -> Result<Session, McpError> {
         let limit = config.timeout;
+        let deliveries = Arc::new(DeliveryLog::default());
         match &config.transport {
             TransportConfig::Stdio {
                 command,
@@ -80,7 +84,8 @@ impl Session {
                 env,
                 cwd,
             } => {
-                let (child, transport) = stdio::spawn(server, command, args, env, cwd.as_ref())?;
+                let (child, transport) =
+                    stdio::spawn(server, command, args, env, cwd.as_ref(), deliveries.clone())?;
                 let diagnostics = child.diagnostics();
                 let started = tokio::time::timeout(limit, handler.serve(transport)).await;
                 let service = match started {
@@ -101,25 +106,28 @@ impl Session {
                     service,
                     Some(child),
                     Some(diagnostics),
+                    deliveries,
                     generation,
                 ))
             }
             TransportConfig::Sse { url, headers } => {
                 let headers = merged_headers(server, headers, extra_headers)?;
                 let client = http_client(server)?;
-                let transport =
-                    tokio::time::timeout(limit, sse::connect(server, client, url, headers))
-                        .await
-                        .map_err(|_| McpError::timeout(server, Step::Connect, limit))??;
+                let connect = sse::connect(server, client, url, headers, deliveries.clone());
+                let transport = tokio::time::timeout(limit, connect)
+                    .await
+                    .map_err(|_| McpError::timeout(server, Step::Connect, limit))??;
                 let service = tokio::time::timeout(limit, handler.serve(transport))
                     .await
                     .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
                     .map_err(|err| init_error(server, err, None))?;
-                Ok(Self::from_service(service, None, None, generation))
+                Ok(Self::from_service(
+                    service, None, None, deliveries, generation,
+                ))
             }
             TransportConfig::StreamableHttp { url, headers } => {
                 let headers = merged_headers(server, headers, extra_headers)?;
-                let client = InjectingClient::new(http_client(server)?);
+                let client = InjectingClient::new(http_client(server)?, deliveries.clone());
                 let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(
                         headers
@@ -136,7 +144,9 @@ impl Session {
                     .await
                     .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
                     .map_err(|err| init_error(server, err, None))?;
-                Ok(Self::from_service(service, None, None, generation))
+                Ok(Self::from_service(
+                    service, None, None, deliveries, generation,
+                ))
             }
         }
     }
@@ -145,6 +155,7 @@ impl Session {
         service: RunningService<RoleClient, Handler>,
         child: Option<ChildProcess>,
         diagnostics: Option<SharedDiagnostics>,
+        deliveries: Arc<DeliveryLog>,
         generation: u64,
     ) -> Self {
         let peer = service.peer().clone();
@@ -153,8 +164,15 @@ impl Session {
             peer,
             child,
             diagnostics,
+            deliveries,
             generation,
         }
+    }
+
+    /// A ticket recording whether one request reaches the server (see
+    /// [`crate::transport::delivery`]).
+    pub fn ticket(&self) -> Ticket {
+        self.deliveries.ticket()
     }
 
     /// The handle for sending requests.

@@ -90,9 +90,14 @@ impl Tool for McpTool {
             tool = %self.mcp_name,
             call_id = ctx.call_id().unwrap_or_default(),
         );
-        set.call_tool(&ctx, &self.mcp_name, arguments)
-            .instrument(span)
-            .await
-            .map_err(ToolError::from)
+        set.call_tool(
+            &ctx,
+            &self.mcp_name,
+            arguments,
+            self.declaration.meta.idempotent,
+        )
+        .instrument(span)
+        .await
+        .map_err(ToolError::from)
     }
 }

@@ -1,5 +1,6 @@
 //! Streamable HTTP: rmcp's transport over a reqwest client that adds the headers an injector
-//! chose for each request (see [`super::HEADERS_META_KEY`]).
+//! chose for each request (see [`super::HEADERS_META_KEY`]) and records whether each call's
+//! POST could have reached the server (see [`super::delivery`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,18 +14,39 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
+use super::delivery::DeliveryLog;
 use super::{parse_header, take_injected_headers};
 
-/// A reqwest client that moves per-request headers out of `_meta` and onto the HTTP request.
-#[derive(Clone, Default)]
+/// A reqwest client that moves per-request headers out of `_meta` and onto the HTTP request,
+/// and notes each ticketed call's delivery.
+#[derive(Clone)]
 pub(crate) struct InjectingClient {
     inner: reqwest::Client,
+    deliveries: Arc<DeliveryLog>,
 }
 
 impl InjectingClient {
-    /// Wraps `inner`.
-    pub fn new(inner: reqwest::Client) -> Self {
-        Self { inner }
+    /// Wraps `inner`, noting deliveries in `deliveries`.
+    pub fn new(inner: reqwest::Client, deliveries: Arc<DeliveryLog>) -> Self {
+        Self { inner, deliveries }
+    }
+
+    /// Marks ticket `ticket` refused when its POST provably never reached the server: no
+    /// connection was made, or the server answered 404 for the session (a server does not
+    /// process messages of sessions it does not know).
+    fn note(
+        &self,
+        ticket: Option<u64>,
+        result: &Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
+    ) {
+        let never_arrived = match result {
+            Err(StreamableHttpError::Client(err)) => err.is_connect(),
+            Err(StreamableHttpError::SessionExpired) => true,
+            _ => false,
+        };
+        if never_arrived {
+            self.deliveries.refused(ticket);
+        }
     }
 }
 
@@ -54,9 +76,13 @@ impl StreamableHttpClient for InjectingClient {
         mut custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
-        self.inner
+        let ticket = self.deliveries.sending(&mut message);
+        let result = self
+            .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await
+            .await;
+        self.note(ticket, &result);
+        result
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -69,7 +95,9 @@ impl StreamableHttpClient for InjectingClient {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
-        self.inner
+        let ticket = self.deliveries.sending(&mut message);
+        let result = self
+            .inner
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -78,7 +106,9 @@ impl StreamableHttpClient for InjectingClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        self.note(ticket, &result);
+        result
     }
 
     async fn post_message_with_response_limits(
@@ -91,7 +121,9 @@ impl StreamableHttpClient for InjectingClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
-        self.inner
+        let ticket = self.deliveries.sending(&mut message);
+        let result = self
+            .inner
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -100,7 +132,9 @@ impl StreamableHttpClient for InjectingClient {
                 custom_headers,
                 limits,
             )
-            .await
+            .await;
+        self.note(ticket, &result);
+        result
     }
 
     async fn delete_session(
@@ -147,5 +181,67 @@ impl StreamableHttpClient for InjectingClient {
                 max_sse_event_size,
             )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcRequest, RequestId,
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::transport::delivery::Ticket;
+
+    fn call(ticket: &Ticket) -> ClientJsonRpcMessage {
+        let (key, value) = ticket.meta();
+        let mut meta = serde_json::Map::new();
+        meta.insert(key, value);
+        let mut params = CallToolRequestParams::new("append");
+        params.meta = Some(rmcp::model::RequestMetaObject::from(meta));
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        ClientJsonRpcMessage::Request(JsonRpcRequest::new(RequestId::Number(1), request))
+    }
+
+    /// A server on 127.0.0.1 answering every request with `status`; returns its URL.
+    async fn answering(status: &'static str) -> Arc<str> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 8192];
+                let _ = socket.read(&mut buf).await;
+                let response = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
+                let _ = socket.write_all(response.as_bytes()).await;
+            }
+        });
+        url.into()
+    }
+
+    async fn post_reached(url: Arc<str>) -> bool {
+        let log = Arc::new(DeliveryLog::default());
+        let client = InjectingClient::new(reqwest::Client::new(), log.clone());
+        let ticket = log.ticket();
+        let session = Some(Arc::from("a-session"));
+        let result = client
+            .post_message(url, call(&ticket), session, None, HashMap::new())
+            .await;
+        assert!(result.is_err(), "every case here fails");
+        ticket.may_have_reached_server()
+    }
+
+    #[tokio::test]
+    async fn only_a_refused_connection_or_an_unknown_session_proves_a_post_never_arrived() {
+        let closed = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/mcp", listener.local_addr().unwrap())
+        };
+        assert!(!post_reached(closed.into()).await, "connection refused");
+        assert!(!post_reached(answering("404 Not Found").await).await);
+        assert!(
+            post_reached(answering("500 Internal Server Error").await).await,
+            "a server error may come after the work was done"
+        );
     }
 }

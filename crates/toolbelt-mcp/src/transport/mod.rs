@@ -2,7 +2,10 @@
 //! (ours: rmcp has no client for it) and streamable HTTP (rmcp's, behind a client that adds
 //! per-request headers).
 
+pub(crate) mod delivery;
 pub(crate) mod http;
+#[cfg(unix)]
+mod process_group;
 pub(crate) mod sse;
 pub(crate) mod stdio;
 

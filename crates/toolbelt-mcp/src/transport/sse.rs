@@ -5,6 +5,8 @@
 //! `/messages/?session_id=…` and `message?sessionId=…` both work); replies and server
 //! messages arrive as `message` events on the stream.
 
+use std::sync::Arc;
+
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
@@ -16,6 +18,7 @@ use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::delivery::DeliveryLog;
 use super::{parse_header, take_injected_headers};
 use crate::error::{FailureKind, McpError, Step, classify_reqwest, classify_status};
 
@@ -48,6 +51,7 @@ pub(crate) struct SseTransport {
     endpoint: Url,
     headers: HeaderMap,
     inbox: mpsc::Receiver<ServerJsonRpcMessage>,
+    deliveries: Arc<DeliveryLog>,
     _reader: DropGuard,
 }
 
@@ -57,6 +61,7 @@ pub(crate) async fn connect(
     client: reqwest::Client,
     url: &str,
     headers: HeaderMap,
+    deliveries: Arc<DeliveryLog>,
 ) -> Result<SseTransport, McpError> {
     let base = Url::parse(url).map_err(|err| {
         McpError::new(
@@ -165,6 +170,7 @@ pub(crate) async fn connect(
         endpoint,
         headers,
         inbox,
+        deliveries,
         _reader: stop.drop_guard(),
     })
 }
@@ -202,18 +208,36 @@ impl Transport<RoleClient> for SseTransport {
                 Err(problem) => tracing::warn!("dropping an injected header: {problem}"),
             }
         }
-        let body = serde_json::to_vec(&item);
+        let deliveries = self.deliveries.clone();
         async move {
-            let response = client
+            // Noted here, when the POST really starts: rmcp may drop this future unpolled
+            // when the session ends first.
+            let ticket = deliveries.sending(&mut item);
+            let body = serde_json::to_vec(&item);
+            let sent = client
                 .post(endpoint)
                 .headers(headers)
                 .header(CONTENT_TYPE, "application/json")
                 .body(body?)
                 .send()
-                .await?;
+                .await;
+            let response = match sent {
+                Ok(response) => response,
+                Err(err) => {
+                    // A connection that was never made carried nothing.
+                    if err.is_connect() {
+                        deliveries.refused(ticket);
+                    }
+                    return Err(err.into());
+                }
+            };
             match response.status() {
                 status if status.is_success() => Ok(()),
-                StatusCode::NOT_FOUND => Err(SseTransportError::SessionExpired),
+                StatusCode::NOT_FOUND => {
+                    // The server does not know the session: it did not take the message.
+                    deliveries.refused(ticket);
+                    Err(SseTransportError::SessionExpired)
+                }
                 status => Err(SseTransportError::Status {
                     status: status.as_u16(),
                 }),

@@ -6,7 +6,11 @@
 //! - a line on stdout that is not JSON-RPC ends the session with a clear protocol error
 //!   instead of being skipped silently (which would look like a hang);
 //! - shutdown follows the MCP order (close stdin, wait briefly, SIGTERM, SIGKILL) with short
-//!   waits, and always reaps the child: the npm reference servers ignore stdin EOF.
+//!   waits, and always reaps the child: the npm reference servers ignore stdin EOF;
+//! - the child leads a process group of its own and the signals go to the whole group, so
+//!   the real server behind a wrapper (`npx`, `uvx`, a shell) and the helpers a server
+//!   started end with it (see [`super::process_group`]);
+//! - the environment is the scrubbed one of the configuration, never the parent's whole.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -22,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 
+use super::delivery::DeliveryLog;
 use crate::error::{FailureKind, McpError, Step};
 
 /// How long a child may take to exit on its own after stdin is closed.
@@ -71,6 +76,7 @@ pub(crate) struct StdioTransport {
     stdin: Arc<Mutex<Option<ChildStdin>>>,
     stdout: Lines<BufReader<ChildStdout>>,
     diagnostics: SharedDiagnostics,
+    deliveries: Arc<DeliveryLog>,
 }
 
 /// Starts `command` and returns the child and the transport over its pipes.
@@ -80,6 +86,7 @@ pub(crate) fn spawn(
     args: &[String],
     env: &BTreeMap<String, String>,
     cwd: Option<&PathBuf>,
+    deliveries: Arc<DeliveryLog>,
 ) -> Result<(ChildProcess, StdioTransport), McpError> {
     if command.trim().is_empty() {
         return Err(McpError::new(
@@ -95,8 +102,12 @@ pub(crate) fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // A dropped set (never closed) must not leave its server running.
+        // A dropped set (never closed) must not leave its server running (the group is
+        // killed by `ChildProcess`'s drop).
         .kill_on_drop(true);
+    // Its own process group, which its descendants inherit: closing ends them all.
+    #[cfg(unix)]
+    cmd.process_group(0);
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
@@ -130,6 +141,7 @@ pub(crate) fn spawn(
         stdin: Arc::new(Mutex::new(Some(stdin))),
         stdout: BufReader::new(stdout).lines(),
         diagnostics: diagnostics.clone(),
+        deliveries,
     };
     let process = ChildProcess {
         child: Mutex::new(Some(child)),
@@ -169,9 +181,44 @@ impl ChildProcess {
         self.diagnostics.clone()
     }
 
-    /// Terminates and reaps the child. Stdin must already be closed (the transport's close
-    /// does it); the child gets [`EXIT_GRACE`] to exit, then SIGTERM and [`TERM_GRACE`],
-    /// then SIGKILL.
+    /// Terminates the child and everything in its process group, and reaps the child.
+    /// Stdin must already be closed (the transport's close does it): the child gets
+    /// [`EXIT_GRACE`] to exit; then the group gets SIGTERM and [`TERM_GRACE`] to be gone
+    /// (helpers left behind by a child that exited included), then SIGKILL.
+    #[cfg(unix)]
+    pub async fn terminate(&self) -> io::Result<()> {
+        use super::process_group;
+
+        let Some(mut child) = self.child.lock().await.take() else {
+            return Ok(());
+        };
+        let exited = tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
+        let Some(group) = self.pid else {
+            return if exited { Ok(()) } else { child.kill().await };
+        };
+        if exited && !process_group::has_running_members(group) {
+            return Ok(());
+        }
+        process_group::signal(group, libc::SIGTERM);
+        let gone = process_group::wait_until_gone(group, TERM_GRACE, || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        })
+        .await;
+        if !gone {
+            tracing::debug!(
+                group,
+                "the MCP server's process group outlived SIGTERM; killing it"
+            );
+            process_group::signal(group, libc::SIGKILL);
+        }
+        match child.try_wait() {
+            Ok(Some(_)) => Ok(()),
+            _ => child.kill().await,
+        }
+    }
+
+    /// Terminates and reaps the child: [`EXIT_GRACE`] after stdin closed, then a kill.
+    #[cfg(not(unix))]
     pub async fn terminate(&self) -> io::Result<()> {
         let Some(mut child) = self.child.lock().await.take() else {
             return Ok(());
@@ -179,29 +226,22 @@ impl ChildProcess {
         if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
             return Ok(());
         }
-        if let Some(pid) = child.id() {
-            send_sigterm(pid);
-            if tokio::time::timeout(TERM_GRACE, child.wait()).await.is_ok() {
-                return Ok(());
-            }
-        }
         child.kill().await
     }
 }
 
-#[cfg(unix)]
-fn send_sigterm(pid: u32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) with a pid we spawned and have not yet reaped (the Child is held, so
-        // the pid cannot have been recycled).
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
+impl Drop for ChildProcess {
+    /// A child never terminated (its set dropped without closing) takes its group with it;
+    /// `kill_on_drop` kills and reaps the child itself.
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if self.child.get_mut().is_some()
+            && let Some(group) = self.pid
+        {
+            super::process_group::signal(group, libc::SIGKILL);
         }
     }
 }
-
-#[cfg(not(unix))]
-fn send_sigterm(_pid: u32) {}
 
 impl StdioTransport {
     fn record_protocol_error(&self, message: String) {
@@ -226,17 +266,31 @@ impl Transport<RoleClient> for StdioTransport {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
+        mut item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let stdin = self.stdin.clone();
+        let deliveries = self.deliveries.clone();
         async move {
+            // Noted here, when the write really starts: rmcp may drop this future unpolled
+            // when the session ends first.
+            let ticket = deliveries.sending(&mut item);
             let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
             line.push(b'\n');
             let mut guard = stdin.lock().await;
-            let pipe = guard
-                .as_mut()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
-            pipe.write_all(&line).await?;
+            let Some(pipe) = guard.as_mut() else {
+                deliveries.refused(ticket);
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"));
+            };
+            let written = pipe.write_all(&line).await;
+            // A broken pipe means no process holds the read end any more: nobody can read
+            // the rest of the line, and servers act on whole lines only.
+            if written
+                .as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            {
+                deliveries.refused(ticket);
+            }
+            written?;
             pipe.flush().await
         }
     }

@@ -157,6 +157,37 @@ pub fn process_exists(pid: u32) -> bool {
     }
 }
 
+/// Whether `pid` is running; a zombie (exited, waiting to be collected by a parent that is
+/// not us) counts as gone.
+pub fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded, 15 s) until `pid` is no longer running; true if it stopped.
+pub async fn stops_running(pid: u32) -> bool {
+    eventually(Duration::from_secs(15), || !is_running(pid)).await
+}
+
+/// Reads a pid a fixture wrote to `file`, waiting (bounded) for it to appear.
+pub async fn pid_from(file: &Path) -> u32 {
+    let mut pid = None;
+    let found = eventually(Duration::from_secs(20), || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        pid.is_some()
+    })
+    .await;
+    assert!(found, "no pid was written to {}", file.display());
+    pid.unwrap_or_default()
+}
+
 /// Config for the npm everything server over stdio.
 pub fn everything_stdio() -> ConnectionConfig {
     ConnectionConfig::new(TransportConfig::stdio(
