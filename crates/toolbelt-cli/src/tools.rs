@@ -5,8 +5,12 @@
 //! Write, Edit and NotebookEdit change an existing file only after it was fully Read in the
 //! same tool set session. Each `call` is a fresh session unless `--session FILE` names a
 //! file that keeps the session's read state between calls (created when missing, rewritten
-//! atomically after each call).
+//! atomically after each call). The file is locked (`flock`) from loading to saving, so two
+//! calls sharing a session take turns: without it, both would load the same state, both
+//! check the file they edit against it, and the later write would drop the earlier change.
 
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,8 +99,13 @@ async fn list(args: ListArgs) -> Outcome {
 
 async fn call(args: CallArgs) -> Outcome {
     let raw_args = read_arguments(&args.args)?;
-    let read_state = match &args.session {
-        Some(path) => Some(Arc::new(load_session(path)?)),
+    // Held until the session is saved: another call sharing it waits here.
+    let session = match &args.session {
+        Some(path) => Some(SessionFile::lock(path.clone()).await?),
+        None => None,
+    };
+    let read_state = match &session {
+        Some(session) => Some(Arc::new(session.load()?)),
         None => None,
     };
     let toolbox = Toolbox::open(&args.sources, read_state)?;
@@ -109,8 +118,8 @@ async fn call(args: CallArgs) -> Outcome {
     let call = ToolCall::new("cli", args.name.as_str(), raw_args);
     let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
 
-    if let Some(path) = &args.session {
-        save_session(path, toolbox.builtin.read_state())?;
+    if let Some(session) = session {
+        session.save(toolbox.builtin.read_state())?;
     }
     toolbox.close().await;
 
@@ -125,41 +134,91 @@ async fn call(args: CallArgs) -> Outcome {
     Ok(print_output(&output, view))
 }
 
-/// The read state saved in `path`, or a new session when the file does not exist yet.
-fn load_session(path: &Path) -> Result<ReadState, CliError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ReadState::new()),
-        Err(e) => {
-            return Err(CliError::usage(format!(
-                "--session {}: {e}",
-                path.display()
-            )));
-        }
-    };
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError::usage(format!("--session {}: not JSON: {e}", path.display())))?;
-    ReadState::from_json(&value)
-        .map_err(|e| CliError::usage(format!("--session {}: {e}", path.display())))
+/// A `--session` file, locked for this process from [`SessionFile::lock`] until it is saved
+/// (or dropped).
+struct SessionFile {
+    path: PathBuf,
+    /// The locked file: the lock is released when it is closed.
+    locked: File,
 }
 
-/// Saves the read state to `path` atomically: a temp file in the same directory, renamed.
-fn save_session(path: &Path, state: &ReadState) -> Result<(), CliError> {
-    let fail = |e: std::io::Error| CliError::failed(format!("--session {}: {e}", path.display()));
-    let dir = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    std::fs::write(&temp, state.to_json().to_string()).map_err(fail)?;
-    std::fs::rename(&temp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        fail(e)
-    })
+impl SessionFile {
+    /// Opens `path` (creating it empty when missing) and waits for its exclusive lock.
+    ///
+    /// A save replaces the file by renaming a new one over it, so the file a waiting call
+    /// finally locks may no longer be the one at `path`; then it locks again, until the file
+    /// it holds is the current one.
+    async fn lock(path: PathBuf) -> Result<Self, CliError> {
+        tokio::task::spawn_blocking(move || {
+            let fail =
+                |e: std::io::Error| CliError::usage(format!("--session {}: {e}", path.display()));
+            loop {
+                let locked = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(fail)?;
+                rustix::fs::flock(&locked, rustix::fs::FlockOperation::LockExclusive)
+                    .map_err(|e| fail(e.into()))?;
+                let held = rustix::fs::fstat(&locked).map_err(|e| fail(e.into()))?;
+                match rustix::fs::stat(&path) {
+                    Ok(now) if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) => {
+                        return Ok(Self { path, locked });
+                    }
+                    // Replaced or removed meanwhile: lock the file that is there now.
+                    Ok(_) | Err(rustix::io::Errno::NOENT) => continue,
+                    Err(e) => return Err(fail(e.into())),
+                }
+            }
+        })
+        .await
+        .map_err(|e| CliError::failed(format!("--session: {e}")))?
+    }
+
+    /// The read state saved in the file; a new session when the file is empty (just made).
+    fn load(&self) -> Result<ReadState, CliError> {
+        let mut text = String::new();
+        (&self.locked)
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::usage(format!("--session {}: {e}", self.path.display())))?;
+        if text.trim().is_empty() {
+            return Ok(ReadState::new());
+        }
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            CliError::usage(format!("--session {}: not JSON: {e}", self.path.display()))
+        })?;
+        ReadState::from_json(&value)
+            .map_err(|e| CliError::usage(format!("--session {}: {e}", self.path.display())))
+    }
+
+    /// Saves the read state atomically (a temp file in the same directory, renamed over the
+    /// session file), then releases the lock. The temp file is removed on every failure: a
+    /// full disk leaves the old session and nothing else.
+    fn save(self, state: &ReadState) -> Result<(), CliError> {
+        let fail =
+            |e: std::io::Error| CliError::failed(format!("--session {}: {e}", self.path.display()));
+        let dir = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // Removed when dropped unless persisted: every early return below cleans up.
+        let mut temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(fail)?;
+        temp.write_all(state.to_json().to_string().as_bytes())
+            .and_then(|()| temp.flush())
+            .map_err(fail)?;
+        temp.persist(&self.path).map_err(|e| fail(e.error))?;
+        drop(self.locked);
+        Ok(())
+    }
 }
