@@ -60,8 +60,9 @@ fn nanos_since_epoch(time: SystemTime) -> Option<u128> {
 }
 
 /// The content's BLAKE3 hash in hex: a collision-resistant hash, so content made to match a
-/// recorded hash cannot pass for what was read (a 64-bit hash with a public key could be
-/// matched), and fast enough to hash every Read (about 1 ms per MiB or less).
+/// recorded hash cannot pass for what was read (std's 64-bit SipHash with its fixed public
+/// key gives no such promise), and faster than that SipHash: 10 MiB in about 5 ms against
+/// 7 ms (release build, loaded 2-core machine).
 fn content_hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
