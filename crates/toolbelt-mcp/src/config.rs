@@ -24,9 +24,16 @@ pub enum TransportConfig {
         /// Its arguments.
         #[serde(default)]
         args: Vec<String>,
-        /// Extra environment variables (the parent's environment is inherited).
+        /// Variables set in the server's environment. The parent's environment is not
+        /// inherited beyond [`toolbelt_core::env::CORE_VARS`] (`PATH`, `HOME`, the locale,
+        /// …), and never its secrets: a server that needs a token gets it here
+        /// (`"GITHUB_TOKEN": "${GITHUB_TOKEN}"` in an `mcpServers` file).
         #[serde(default)]
         env: BTreeMap<String, String>,
+        /// Names (or `*` patterns) of the parent's variables the server may also inherit,
+        /// secrets included if named (Codex's `env_vars`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env_vars: Vec<String>,
         /// The working directory, when not the current one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<PathBuf>,
@@ -62,6 +69,7 @@ impl TransportConfig {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: BTreeMap::new(),
+            env_vars: Vec::new(),
             cwd: None,
         }
     }
@@ -207,12 +215,37 @@ impl ConnectionConfig {
         self
     }
 
-    /// Adds an environment variable (stdio only; ignored for remote transports).
+    /// Sets an environment variable of the server (stdio only; ignored for remote
+    /// transports).
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         if let TransportConfig::Stdio { env, .. } = &mut self.transport {
             env.insert(name.into(), value.into());
         }
         self
+    }
+
+    /// Lets the server inherit the parent's variables named by `pattern` (a name, or `*` as a
+    /// wildcard), even ones that look like secrets (stdio only; ignored for remote
+    /// transports).
+    pub fn with_parent_env(mut self, pattern: impl Into<String>) -> Self {
+        if let TransportConfig::Stdio { env_vars, .. } = &mut self.transport {
+            env_vars.push(pattern.into());
+        }
+        self
+    }
+
+    /// The environment policy of a stdio server: the core allow-list, the named parent
+    /// variables, and `env` set explicitly. `None` for remote transports.
+    pub fn env_policy(&self) -> Option<toolbelt_core::EnvPolicy> {
+        let TransportConfig::Stdio { env, env_vars, .. } = &self.transport else {
+            return None;
+        };
+        let policy = env_vars
+            .iter()
+            .fold(toolbelt_core::EnvPolicy::new(), |p, pattern| {
+                p.allow(pattern)
+            });
+        Some(env.iter().fold(policy, |p, (k, v)| p.set(k, v)))
     }
 
     /// Sets the working directory (stdio only; ignored for remote transports).
@@ -250,11 +283,41 @@ mod tests {
                 command: "node".into(),
                 args: vec!["a.js".into()],
                 env: BTreeMap::from([("K".into(), "V".into())]),
+                env_vars: Vec::new(),
                 cwd: Some("/tmp".into()),
             }
         );
         assert_eq!(config.timeout, DEFAULT_TIMEOUT);
         assert_eq!(config.description.as_deref(), Some("d"));
+    }
+
+    #[test]
+    fn a_stdio_server_inherits_the_core_variables_what_it_names_and_never_secrets() {
+        let config = ConnectionConfig::new(TransportConfig::stdio("srv", Vec::<String>::new()))
+            .with_env("SERVER_MODE", "test")
+            .with_parent_env("GITHUB_TOKEN")
+            .with_parent_env("AWS_*");
+        let parent = [
+            ("PATH", "/usr/bin"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("TOOLBELT_SERVE_TOKEN", "t"),
+            ("GITHUB_TOKEN", "gh"),
+            ("AWS_PROFILE", "dev"),
+            ("EDITOR", "vi"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let policy = config.env_policy().unwrap();
+        let names: Vec<String> = policy
+            .resolve_from(parent)
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["AWS_PROFILE", "GITHUB_TOKEN", "PATH", "SERVER_MODE"]
+        );
+        let remote = ConnectionConfig::new(TransportConfig::sse("http://127.0.0.1:1/sse"));
+        assert!(remote.env_policy().is_none());
     }
 
     #[test]

@@ -12,7 +12,11 @@
 //! ```
 //!
 //! - A server with `command` is stdio (`args`, `env`, `cwd` optional; `type: "stdio"` may be
-//!   given). A server with `url` is remote: `type` `sse`, or `http` / `streamable-http` /
+//!   given). Its environment is scrubbed: it inherits only the core variables (`PATH`, `HOME`,
+//!   the locale, …; see [`toolbelt_core::env`]) and never the parent's secrets. `env` sets
+//!   what it needs (`"GITHUB_TOKEN": "${GITHUB_TOKEN}"` passes one variable on, by name);
+//!   `env_vars` (Codex's field, also spelled `envVars`) lists parent variables it may
+//!   inherit as they are, as names or `*` patterns. A server with `url` is remote: `type` `sse`, or `http` / `streamable-http` /
 //!   `streamable_http`; a `url` without a `type` is streamable HTTP.
 //! - `${VAR}` is replaced by the environment variable `VAR` in the command, args, env values,
 //!   cwd, url and header values; `${VAR:-fallback}` uses `fallback` when `VAR` is unset. A
@@ -112,6 +116,8 @@ struct RawServer {
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default, alias = "envVars")]
+    env_vars: Vec<String>,
     #[serde(default)]
     cwd: Option<String>,
     #[serde(default)]
@@ -205,6 +211,7 @@ impl McpServersFile {
                     .iter()
                     .map(|(k, v)| Ok((k.clone(), expand(&format!("env.{k}"), v)?)))
                     .collect::<Result<_, ConfigFileError>>()?,
+                env_vars: raw.env_vars.clone(),
                 cwd: raw
                     .cwd
                     .as_deref()
@@ -307,7 +314,7 @@ mod tests {
     }
 
     const FILE: &str = r#"{"mcpServers": {
-        "files": {"command": "node", "args": ["${HOME}/srv.js", "--x"], "env": {"ROOT": "${HOME}"}, "cwd": "${HOME}"},
+        "files": {"command": "node", "args": ["${HOME}/srv.js", "--x"], "env": {"ROOT": "${HOME}"}, "env_vars": ["GITHUB_TOKEN", "AWS_*"], "cwd": "${HOME}"},
         "claude-code": {"type": "stdio", "command": "python3", "args": ["-m", "srv"]},
         "remote": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
         "remote2": {"type": "streamable-http", "url": "http://127.0.0.1:9/mcp"},
@@ -328,6 +335,7 @@ mod tests {
                 command: "node".into(),
                 args: vec!["/home/ada/srv.js".into(), "--x".into()],
                 env: BTreeMap::from([("ROOT".into(), "/home/ada".into())]),
+                env_vars: vec!["GITHUB_TOKEN".into(), "AWS_*".into()],
                 cwd: Some("/home/ada".into()),
             }
         );

@@ -3,7 +3,7 @@
 //! Any [MCP](https://modelcontextprotocol.io) server becomes a [`ToolSet`] whose tools run
 //! through Toolbelt's executor like any other tool.
 //!
-//! - [`ConnectionConfig`] / [`TransportConfig`]: stdio (command, args, env, cwd), the legacy
+//! - [`ConnectionConfig`] / [`TransportConfig`]: stdio (command, args, env, env_vars, cwd), the legacy
 //!   HTTP+SSE transport, or streamable HTTP; a timeout, a description, client info.
 //! - [`McpToolSet`]: one session with one server: lazy or eager ([`McpToolSet::init`])
 //!   connection, cached tool list (re-listed on `notifications/tools/list_changed` and on
@@ -57,8 +57,20 @@
 //!
 //! Whoever creates a set closes it. `close()` ends the session (a `DELETE` for streamable
 //! HTTP); for stdio it closes the child's stdin, waits briefly, then sends SIGTERM and
-//! finally SIGKILL, and reaps the child. The child's stderr is always drained into
-//! `tracing` (target `toolbelt_mcp::stderr`, level debug) and never inherited.
+//! finally SIGKILL to the child's whole process group (the server behind an `npx` or `uvx`
+//! wrapper and the helpers it started end too), and reaps the child. The child's stderr is
+//! always drained into `tracing` (target `toolbelt_mcp::stderr`, level debug) and never
+//! inherited.
+//!
+//! ## Safety
+//!
+//! - A stdio server's environment is scrubbed: the core variables of
+//!   [`toolbelt_core::EnvPolicy`] (`PATH`, `HOME`, the locale, …) and what its configuration
+//!   sets (`env`) or names (`env_vars`); never the parent's secrets (`OPENAI_API_KEY`,
+//!   `TOOLBELT_SERVE_TOKEN`, …) unless named.
+//! - A call is never run twice by accident: when the connection is lost after the request
+//!   may have reached the server, the call fails with [`FailureKind::UnknownOutcome`] and is
+//!   not sent again (unless the tool declares `idempotentHint: true`).
 
 #![warn(missing_docs)]
 

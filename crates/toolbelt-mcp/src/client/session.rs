@@ -79,13 +79,17 @@ impl Session {
         let deliveries = Arc::new(DeliveryLog::default());
         match &config.transport {
             TransportConfig::Stdio {
-                command,
-                args,
-                env,
-                cwd,
+                command, args, cwd, ..
             } => {
-                let (child, transport) =
-                    stdio::spawn(server, command, args, env, cwd.as_ref(), deliveries.clone())?;
+                let env = config.env_policy().unwrap_or_default();
+                let (child, transport) = stdio::spawn(
+                    server,
+                    command,
+                    args,
+                    &env,
+                    cwd.as_ref(),
+                    deliveries.clone(),
+                )?;
                 let diagnostics = child.diagnostics();
                 let started = tokio::time::timeout(limit, handler.serve(transport)).await;
                 let service = match started {

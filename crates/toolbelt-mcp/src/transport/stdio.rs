@@ -12,7 +12,7 @@
 //!   started end with it (see [`super::process_group`]);
 //! - the environment is the scrubbed one of the configuration, never the parent's whole.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -25,6 +25,7 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
+use toolbelt_core::EnvPolicy;
 
 use super::delivery::DeliveryLog;
 use crate::error::{FailureKind, McpError, Step};
@@ -84,7 +85,7 @@ pub(crate) fn spawn(
     server: &str,
     command: &str,
     args: &[String],
-    env: &BTreeMap<String, String>,
+    env: &EnvPolicy,
     cwd: Option<&PathBuf>,
     deliveries: Arc<DeliveryLog>,
 ) -> Result<(ChildProcess, StdioTransport), McpError> {
@@ -97,8 +98,11 @@ pub(crate) fn spawn(
         ));
     }
     let mut cmd = Command::new(command);
+    // The scrubbed environment only: the parent's secrets (an API key, the serve token) must
+    // not reach a server from a registry.
     cmd.args(args)
-        .envs(env)
+        .env_clear()
+        .envs(env.resolve())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
