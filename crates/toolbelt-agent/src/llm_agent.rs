@@ -138,7 +138,8 @@ impl LlmAgentBuilder {
     }
 
     /// Runs the calls of one turn concurrently (through [`ExecutionMode::Parallel`]) or one
-    /// after another (the default). Results are in call order either way.
+    /// after another (the default). Results are in call order either way. Calls of tools not
+    /// declared concurrency-safe still take turns with each other.
     pub fn parallel_tools(mut self, parallel: bool) -> Self {
         self.mode = if parallel {
             ExecutionMode::Parallel

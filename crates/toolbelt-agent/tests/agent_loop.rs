@@ -277,6 +277,8 @@ async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
                 }
             })
             .unwrap()
+            // Only calls declared concurrency-safe may overlap (others take turns).
+            .map_declaration(|d| d.concurrency_safe(true))
         };
         let agent = agent("par", &server, stream)
             .tool(probe)
