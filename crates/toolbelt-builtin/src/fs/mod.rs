@@ -153,7 +153,9 @@ impl FsError {
 ///
 /// Paths passed to the methods are absolute paths produced by [`FileOps::resolve`].
 /// Implementations must still enforce confinement at use time (a path may have changed since
-/// it was resolved, and a caller may pass any path), as [`LocalFileOps`] does.
+/// it was resolved, and a caller may pass any path), as [`LocalFileOps`] does by opening every
+/// file beneath a handle of the base directory. One rule for symlinks: followed when the
+/// target is inside the base, refused when it is outside.
 #[async_trait]
 pub trait FileOps: Send + Sync + fmt::Debug {
     /// The base directory every path is confined to, as this backend names it.
@@ -166,7 +168,8 @@ pub trait FileOps: Send + Sync + fmt::Debug {
     /// A resolved path as the tools show it: relative to the base.
     fn display_path(&self, resolved: &Path) -> String;
 
-    /// Metadata of the path without following a final symlink; `None` when nothing exists.
+    /// Metadata of what the path names (a symlink followed when its target is inside the
+    /// base, refused otherwise); `None` when nothing exists.
     async fn stat(&self, path: &Path) -> Result<Option<FileStat>, FsError>;
 
     /// Reads a whole regular file, refusing it when larger than `max_size` bytes.
@@ -174,14 +177,17 @@ pub trait FileOps: Send + Sync + fmt::Debug {
 
     /// Replaces (or creates) the file atomically: readers see the old or the new content,
     /// never a mix, and a crash leaves no half-written file. An existing file's permission
-    /// bits are kept; missing parent directories are created.
+    /// bits are kept, except setuid and setgid, which are never left on a written file; a
+    /// read-only file (no write bit, or not writable by this process) is refused ("file is
+    /// read-only"); missing parent directories are created.
     async fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<FileStat, FsError>;
 
     /// The entries of a directory, sorted by name.
     async fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, FsError>;
 
-    /// Every regular file below `root` (not following symlinks, skipping VCS folders and,
-    /// unless asked, ignored paths), as absolute paths in path order.
+    /// Every regular file below `root` (following symlinks whose target is inside the base,
+    /// skipping the others, VCS folders and, unless asked, ignored paths), as absolute paths
+    /// in path order.
     async fn walk(&self, root: &Path, options: WalkOptions) -> Result<Vec<PathBuf>, FsError>;
 }
 
