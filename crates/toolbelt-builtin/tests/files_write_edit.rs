@@ -395,11 +395,17 @@ async fn read_only_sets_do_not_expose_mutating_tools() {
         .filter(|n| FILE_TOOLS.contains(&n.as_str()))
         .collect();
     assert_eq!(names, ["Read", "Glob", "Grep"]);
+    // The shell tools can change any file: a read-only set keeps them only inside the
+    // read-only sandbox, and leaves them out where there is none.
     for shell in ["Bash", "TaskOutput", "TaskStop"] {
-        assert!(
-            set.tool_list().iter().all(|t| t.name() != shell),
-            "{shell} can change files and must not be in a read-only set"
-        );
+        let offered = set.tool_list().iter().any(|t| t.name() == shell);
+        match set.shell_sandbox() {
+            Some(mode) => {
+                assert_eq!(mode, toolbelt_builtin::shell::SandboxMode::ReadOnly);
+                assert!(offered, "{shell} is offered under the read-only sandbox");
+            }
+            None => assert!(!offered, "{shell} without a sandbox in a read-only set"),
+        }
     }
     let full = set_on(dir.path());
     let names: Vec<&str> = full
