@@ -7,9 +7,18 @@
 //! clients hear `notifications/tools/list_changed` when an aggregated server's tools change.
 //!
 //! Over HTTP the server binds 127.0.0.1 unless told otherwise, checks `Host` and `Origin`
-//! (DNS-rebinding protection) and, with `--token`, requires `Authorization: Bearer`. SIGINT
-//! or SIGTERM ends the sessions, closes the aggregated servers (reaping their processes) and
-//! exits 0. Logs go to stderr only: in stdio mode stdout carries the protocol.
+//! (DNS-rebinding protection) and requires `Authorization: Bearer TOKEN`, safe by default:
+//!
+//! - `--token` (or `TOOLBELT_SERVE_TOKEN`) sets the token;
+//! - on a loopback address without one, a random token is generated and printed on stderr
+//!   with the URL (as Jupyter does), unless `--no-auth` says to serve without one;
+//! - an address other machines can reach (`0.0.0.0`, a LAN address) without a token is
+//!   refused (exit 2), and `--no-auth` is refused there too: the tools include Bash.
+//!
+//! Idle sessions are closed after `--session-idle-timeout` and at most `--max-sessions` are
+//! open (a new one replaces the session idle the longest, or gets 503 when all are busy).
+//! SIGINT or SIGTERM ends the sessions, closes the aggregated servers (reaping their
+//! processes) and exits 0. Logs go to stderr only: in stdio mode stdout carries the protocol.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -17,7 +26,8 @@ use std::time::Duration;
 use clap::Args;
 use toolbelt::exec::{Executor, Timeout};
 use toolbelt::mcp::server::{
-    CancellationToken, HttpServeOptions, HttpServer, ToolServer, serve_stdio,
+    CancellationToken, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpServeOptions,
+    HttpServer, ToolServer, serve_stdio,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
@@ -49,9 +59,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     exclude_tools: Vec<String>,
     /// HTTP only: require `Authorization: Bearer TOKEN` on every request (else 401). Also
-    /// read from TOOLBELT_SERVE_TOKEN.
+    /// read from TOOLBELT_SERVE_TOKEN. Without either, a loopback server generates one and
+    /// prints it; any other address refuses to start.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// HTTP only: serve without a token. Allowed on a loopback address only (every local
+    /// user and program can then call the tools).
+    #[arg(long, conflicts_with = "token")]
+    no_auth: bool,
+    /// HTTP only: close a session after this many seconds without a request, a response or
+    /// an open stream (its client then starts a new one).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_IDLE_TIMEOUT.as_secs_f64())]
+    session_idle_timeout: f64,
+    /// HTTP only: the most sessions open at once; a new one replaces the session idle the
+    /// longest, or is refused with HTTP 503 when every session is busy.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
     /// HTTP only: a browser origin allowed to call the server (`http://localhost:*` style,
     /// repeatable). Requests carrying any other `Origin` get 403; without this flag only
     /// loopback origins are allowed.
@@ -79,18 +102,29 @@ pub async fn run(args: ServeArgs) -> Outcome {
             args.heartbeat
         )));
     }
-    let token = args
-        .token
-        .clone()
-        .or_else(|| std::env::var(TOKEN_ENV).ok())
-        .filter(|t| !t.is_empty());
-    let http_only =
-        args.token.is_some() || !args.allow_origins.is_empty() || !args.allow_hosts.is_empty();
+    let http_only = args.token.is_some()
+        || args.no_auth
+        || !args.allow_origins.is_empty()
+        || !args.allow_hosts.is_empty();
     if http_addr.is_none() && http_only {
         return Err(CliError::usage(
-            "--token, --allow-origin and --allow-host apply to --http only (stdio has one local client)",
+            "--token, --no-auth, --allow-origin and --allow-host apply to --http only (stdio has one local client)",
         ));
     }
+    if !args.session_idle_timeout.is_finite() || args.session_idle_timeout <= 0.0 {
+        return Err(CliError::usage(format!(
+            "--session-idle-timeout must be a positive number of seconds, got {}",
+            args.session_idle_timeout
+        )));
+    }
+    if args.max_sessions == 0 {
+        return Err(CliError::usage("--max-sessions must be at least 1"));
+    }
+    // Decided before any aggregated server starts, so a refusal leaves nothing behind.
+    let auth = match http_addr {
+        Some(addr) => Some(http_auth(&args, addr, std::env::var(TOKEN_ENV).ok())?),
+        None => None,
+    };
 
     let toolbox = Toolbox::open(&args.sources, None)?;
     toolbox.announce_sandbox();
@@ -125,7 +159,16 @@ pub async fn run(args: ServeArgs) -> Outcome {
         None => serve_stdio(server, shutdown.clone())
             .await
             .map_err(|e| CliError::failed(format!("serving on stdio: {e}"))),
-        Some(addr) => serve_http(server, addr, token, &args, shutdown.clone()).await,
+        Some(addr) => {
+            serve_http(
+                server,
+                addr,
+                auth.unwrap_or(Auth::None),
+                &args,
+                shutdown.clone(),
+            )
+            .await
+        }
     };
 
     shutdown.cancel();
@@ -137,17 +180,76 @@ pub async fn run(args: ServeArgs) -> Outcome {
     served.map(|()| EXIT_OK)
 }
 
+/// How HTTP clients are authenticated.
+#[derive(Debug, PartialEq, Eq)]
+enum Auth {
+    /// The token the user gave.
+    Given(String),
+    /// A random token made for this run (printed on stderr).
+    Generated(String),
+    /// `--no-auth` on loopback.
+    None,
+}
+
+impl Auth {
+    fn token(&self) -> Option<String> {
+        match self {
+            Auth::Given(token) | Auth::Generated(token) => Some(token.clone()),
+            Auth::None => None,
+        }
+    }
+}
+
+/// The authentication for serving on `addr` (`env_token` is TOOLBELT_SERVE_TOKEN): a token
+/// unless `--no-auth` on loopback; a usage error (exit 2) for an address other machines can
+/// reach without a token.
+fn http_auth(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    env_token: Option<String>,
+) -> Result<Auth, CliError> {
+    let from_env = env_token.filter(|t| !t.is_empty());
+    let given = args.token.clone().filter(|t| !t.is_empty()).or(from_env);
+    let loopback = addr.ip().to_canonical().is_loopback();
+    match (given, args.no_auth) {
+        (Some(_), true) => Err(CliError::usage(format!(
+            "--no-auth contradicts the token in {TOKEN_ENV}; unset it or leave out --no-auth"
+        ))),
+        (Some(token), false) => Ok(Auth::Given(token)),
+        (None, true) if loopback => Ok(Auth::None),
+        (None, true) => Err(CliError::usage(format!(
+            "--no-auth is allowed on a loopback address only, and {addr} is reachable from \
+             other machines; give a token with --token or {TOKEN_ENV}"
+        ))),
+        (None, false) if loopback => Ok(Auth::Generated(random_token()?)),
+        (None, false) => Err(CliError::usage(format!(
+            "refusing to serve {addr} without a token: other machines could run the tools \
+             (Bash included); give one with --token or {TOKEN_ENV}, or bind 127.0.0.1"
+        ))),
+    }
+}
+
+/// 32 random bytes from the operating system, in hex.
+fn random_token() -> Result<String, CliError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| CliError::failed(format!("cannot generate a token: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 async fn serve_http(
     server: ToolServer,
     addr: SocketAddr,
-    token: Option<String>,
+    auth: Auth,
     args: &ServeArgs,
     shutdown: CancellationToken,
 ) -> Result<(), CliError> {
     let options = HttpServeOptions {
-        token,
+        token: auth.token(),
         allowed_origins: args.allow_origins.clone(),
         allowed_hosts: args.allow_hosts.clone(),
+        session_idle_timeout: Duration::from_secs_f64(args.session_idle_timeout),
+        max_sessions: args.max_sessions,
     };
     let http = HttpServer::bind(addr, server, options)
         .await
@@ -155,8 +257,23 @@ async fn serve_http(
     let url = http
         .url()
         .map_err(|e| CliError::failed(format!("cannot read the bound address: {e}")))?;
+    match &auth {
+        Auth::Generated(token) => {
+            // As Jupyter does: the only place the token appears, so the user can connect.
+            eprintln!(
+                "toolbelt: no token given, so one was generated; clients send it as \
+                 `Authorization: Bearer TOKEN` (choose one with --token or {TOKEN_ENV}; \
+                 --no-auth serves loopback without one)"
+            );
+            eprintln!("toolbelt: bearer token: {token}");
+        }
+        Auth::None => eprintln!(
+            "toolbelt: --no-auth: every local user and program can call the tools at {url}"
+        ),
+        Auth::Given(_) => {}
+    }
     // A machine-readable line a supervisor (or a test) can wait for: the real URL, also when
-    // port 0 asked for any free port.
+    // port 0 asked for any free port. It comes last, after the token.
     eprintln!("toolbelt: serving MCP on {url}");
     http.run(shutdown)
         .await
@@ -195,6 +312,51 @@ fn parse_addr(text: &str) -> Result<SocketAddr, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(extra: &[&str]) -> ServeArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let mut argv = vec!["serve", "--http", "8808"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).serve
+    }
+
+    #[test]
+    fn loopback_without_a_token_generates_one_and_other_addresses_refuse() {
+        let loopback: SocketAddr = "127.0.0.1:8808".parse().unwrap();
+        let anywhere: SocketAddr = "0.0.0.0:8808".parse().unwrap();
+        let auth = |extra: &[&str], addr, env: Option<&str>| {
+            http_auth(&args(extra), addr, env.map(String::from))
+        };
+        let Auth::Generated(token) = auth(&[], loopback, None).unwrap() else {
+            panic!("loopback without a token generates one");
+        };
+        assert_eq!(token.len(), 64);
+        assert_ne!(
+            auth(&[], loopback, None).unwrap(),
+            Auth::Generated(token),
+            "each run gets its own token"
+        );
+        assert_eq!(auth(&["--no-auth"], loopback, None).unwrap(), Auth::None);
+        assert_eq!(auth(&[], anywhere, None).unwrap_err().code, 2);
+        assert_eq!(auth(&["--no-auth"], anywhere, None).unwrap_err().code, 2);
+        assert_eq!(
+            auth(&["--token", "t"], anywhere, None).unwrap(),
+            Auth::Given("t".into())
+        );
+        assert_eq!(
+            auth(&[], anywhere, Some("from-env")).unwrap(),
+            Auth::Given("from-env".into())
+        );
+        assert_eq!(
+            auth(&["--no-auth"], loopback, Some("x")).unwrap_err().code,
+            2
+        );
+    }
 
     #[test]
     fn a_bare_port_binds_loopback() {

@@ -203,16 +203,21 @@ fn call_json_shows_structured_content_and_image_blocks() {
 fn a_stdio_server_is_gone_when_the_command_returns() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("sessions.log");
-    // The child inherits the CLI's environment, so the fixture logs its pid there.
+    // The child does not inherit the CLI's environment (only the core variables), so the
+    // command line sets the variable that makes the fixture log its pid.
+    let command = format!(
+        "env 'TOOLBELT_SESSION_LOG={}' {}",
+        log.display(),
+        python_stdio()
+    );
     let out = toolbelt(&[
         "mcp",
         "call",
         "add",
         r#"{"a":2,"b":3}"#,
         "--stdio",
-        &python_stdio(),
+        &command,
     ])
-    .env("TOOLBELT_SESSION_LOG", &log)
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -193,9 +193,11 @@ fn clients_hear_list_changed_when_an_aggregated_server_adds_a_tool() {
 #[test]
 fn http_clients_hear_list_changed_on_their_session_stream() {
     let served = Served::new();
+    // No token given: the one the server generated and printed is the way in.
     let mut server = HttpServe::start(&served.serve_args());
     let target = vec!["http".to_string(), server.url.clone()];
-    let report = python_client("list_changed", &target, &served, None);
+    let token = server.token.clone().expect("a generated token was printed");
+    let report = python_client("list_changed", &target, &served, Some(&token));
     assert_list_changed(&report);
     assert!(server.terminate().success());
 }

@@ -1,5 +1,6 @@
 //! `toolbelt serve --http`: the bearer token, the Origin allow list, and a clean shutdown on
-//! SIGTERM that closes the aggregated servers.
+//! SIGTERM that closes the aggregated servers. Tests about other things than the token serve
+//! loopback with `--no-auth`; `attack_serve.rs` attacks the defaults.
 
 mod serve_support;
 
@@ -41,6 +42,7 @@ fn a_cross_origin_request_is_refused() {
         served.path().display().to_string(),
         "--allow-origin".into(),
         "https://app.example.invalid".into(),
+        "--no-auth".into(),
     ]);
     let at = server.authority();
     assert_eq!(
@@ -62,6 +64,7 @@ fn loopback_origins_are_the_default_allow_list() {
         "serve".into(),
         "--dir".into(),
         served.path().display().to_string(),
+        "--no-auth".into(),
     ]);
     let at = server.authority();
     assert_eq!(
@@ -92,6 +95,7 @@ fn each_http_client_gets_its_own_session_id() {
         "serve".into(),
         "--dir".into(),
         served.path().display().to_string(),
+        "--no-auth".into(),
     ]);
     let session = |head: &str| {
         head.lines()
@@ -127,7 +131,9 @@ fn the_http_server_binds_loopback_by_default() {
 #[test]
 fn sigterm_ends_the_server_and_closes_the_aggregated_servers() {
     let served = Served::new();
-    let mut server = HttpServe::start(&served.serve_args());
+    let mut args = served.serve_args();
+    args.push("--no-auth".into());
+    let mut server = HttpServe::start(&args);
     // The Python fixture server reports its own process id through toolbelt.
     let mut command = std::process::Command::new("python3");
     command.arg("-c").arg(PID_CLIENT).arg(&server.url);

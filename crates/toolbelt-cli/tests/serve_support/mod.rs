@@ -77,6 +77,11 @@ impl Served {
         self.dir.path()
     }
 
+    /// The served directory as a command-line argument.
+    pub fn dir_arg(&self) -> String {
+        self.path().display().to_string()
+    }
+
     /// `serve` flags for this directory and its `mcp.json`.
     pub fn serve_args(&self) -> Vec<String> {
         vec![
@@ -141,6 +146,9 @@ pub fn stdio_target(args: &[String]) -> Vec<String> {
 pub struct HttpServe {
     child: Child,
     pub url: String,
+    /// The bearer token the server generated and printed (none when one was given, or with
+    /// `--no-auth`).
+    pub token: Option<String>,
     stderr: mpsc::Receiver<String>,
 }
 
@@ -149,6 +157,8 @@ impl HttpServe {
         let mut child = Command::new(toolbelt())
             .args(args)
             .args(["--http", "127.0.0.1:0"])
+            // The token is the test's choice, never the environment's.
+            .env_remove("TOOLBELT_SERVE_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -165,12 +175,16 @@ impl HttpServe {
         });
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut seen = Vec::new();
+        let mut token = None;
         let url = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(url) = line.strip_prefix("toolbelt: serving MCP on ") {
                         break url.trim().to_string();
+                    }
+                    if let Some(printed) = line.strip_prefix("toolbelt: bearer token: ") {
+                        token = Some(printed.trim().to_string());
                     }
                     seen.push(line);
                 }
@@ -186,6 +200,7 @@ impl HttpServe {
         Self {
             child,
             url,
+            token,
             stderr: rx,
         }
     }
