@@ -277,3 +277,46 @@ async fn current_content(
     fresh(env.read_state.check_fresh(path, &contents.bytes))?;
     Ok(Some(contents))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(size: u64) -> FileStat {
+        FileStat {
+            kind: FileKind::File,
+            size,
+            modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1)),
+            mode: 0o644,
+        }
+    }
+
+    #[test]
+    fn freshness_is_decided_by_content_not_by_size_and_mtime() {
+        let state = ReadState::new();
+        let path = Path::new("/base/a.txt");
+        state.record(path, &stat(6), b"abcdef");
+        assert_eq!(state.check_fresh(path, b"abcdef"), Ok(()));
+        // Same size (and the same stat, as a restored mtime gives): still a change.
+        assert_eq!(state.check_fresh(path, b"abcdeX"), Err(StaleRead::Modified));
+        assert_eq!(
+            state.check_fresh(Path::new("/base/b.txt"), b"abcdef"),
+            Err(StaleRead::NotRead)
+        );
+    }
+
+    #[test]
+    fn a_saved_session_round_trips_and_old_entries_are_dropped() {
+        let state = ReadState::new();
+        state.record(Path::new("/base/a.txt"), &stat(3), b"abc");
+        let loaded = ReadState::from_json(&state.to_json()).unwrap();
+        assert_eq!(loaded.check_fresh(Path::new("/base/a.txt"), b"abc"), Ok(()));
+
+        // Saved by a version that kept a 64-bit hash: that file must be Read again.
+        let old = serde_json::json!({"files": {"/base/a.txt":
+            {"size": 3, "modified_ns": 1, "content_hash": 42}}});
+        let loaded = ReadState::from_json(&old).unwrap();
+        assert!(!loaded.has_read(Path::new("/base/a.txt")));
+        assert!(ReadState::from_json(&serde_json::json!([1])).is_err());
+    }
+}
