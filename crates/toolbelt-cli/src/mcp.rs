@@ -4,8 +4,12 @@
 //! validation, timeout) exactly as a model's call would be.
 //!
 //! Exit codes are those of `toolbelt tools call`: 0 on success, 1 when the tool reports a
-//! failure (an `isError` result, a timeout), 2 for a usage error, an unknown tool, invalid
-//! arguments, or a server that cannot be reached. Messages go to stderr.
+//! failure (an `isError` result, a timeout, a server that died during the call after it may
+//! have run it: such a call is not sent again unless the tool is declared idempotent), 2 for
+//! a usage error, an unknown tool, invalid arguments, or a server that cannot be reached.
+//! Messages go to stderr. A `--stdio` server sees only the core environment variables
+//! (`PATH`, `HOME`, …; never the parent's secrets): set others on its command line
+//! (`--stdio "env KEY=value server"`) or in a `--config` file's `env`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
