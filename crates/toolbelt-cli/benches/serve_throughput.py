@@ -59,7 +59,8 @@ async def http_session(url):
 
 def start_http_server(workdir):
     proc = subprocess.Popen(
-        [TOOLBELT, "serve", "--http", "127.0.0.1:0", "--dir", workdir, "--read-only"],
+        # Loopback without a token, as the figures before tokens became the default were.
+        [TOOLBELT, "serve", "--http", "127.0.0.1:0", "--dir", workdir, "--read-only", "--no-auth"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

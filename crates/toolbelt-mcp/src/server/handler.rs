@@ -370,6 +370,10 @@ impl ServerHandler for ToolServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.lock_peers().push(context.peer);
+        let mut peers = self.lock_peers();
+        // Sessions that ended (closed, expired, evicted) are forgotten here too, so a server
+        // that never announces a tool change does not keep every past session's peer.
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
     }
 }
