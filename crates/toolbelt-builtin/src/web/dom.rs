@@ -210,6 +210,8 @@ struct NestingGuard<'a, Sink> {
     builder: Sink,
     /// The elements this guard has let open, outermost first.
     open: RefCell<Vec<LocalName>>,
+    /// How many of each name are open: most searches of `open` end here at zero.
+    open_counts: RefCell<HashMap<LocalName, usize>>,
     /// Start tags dropped at the limit, by name, whose end tags are still to come.
     dropped: RefCell<HashMap<LocalName, usize>>,
     stop: &'a AtomicBool,
@@ -220,6 +222,7 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
         Self {
             builder,
             open: RefCell::new(Vec::new()),
+            open_counts: RefCell::new(HashMap::new()),
             dropped: RefCell::new(HashMap::new()),
             stop,
         }
@@ -230,20 +233,44 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
     fn close_down_to(&self, index: usize, line: u64) {
         let popped: Vec<LocalName> = self.open.borrow_mut().drain(index..).rev().collect();
         for name in popped {
+            self.forget(&name);
             let _ = self.builder.process_token(end_tag(name), line);
         }
     }
 
-    /// The index of the topmost open element that `wanted` accepts, searching down from the
+    fn push(&self, name: LocalName) {
+        *self
+            .open_counts
+            .borrow_mut()
+            .entry(name.clone())
+            .or_default() += 1;
+        self.open.borrow_mut().push(name);
+    }
+
+    /// Takes a popped element out of the counts.
+    fn forget(&self, name: &LocalName) {
+        if let Some(count) = self.open_counts.borrow_mut().get_mut(name) {
+            *count = count.saturating_sub(1);
+        }
+    }
+
+    /// The index of the topmost open element named one of `wanted`, searching down from the
     /// top and giving up at an element `stops_at` accepts.
     fn find_open(
         &self,
-        wanted: impl Fn(&LocalName) -> bool,
+        wanted: &[LocalName],
         stops_at: impl Fn(&LocalName) -> bool,
     ) -> Option<usize> {
+        let counts = self.open_counts.borrow();
+        if wanted
+            .iter()
+            .all(|name| counts.get(name).is_none_or(|&n| n == 0))
+        {
+            return None;
+        }
         let open = self.open.borrow();
         for (index, name) in open.iter().enumerate().rev() {
-            if wanted(name) {
+            if wanted.contains(name) {
                 return Some(index);
             }
             if stops_at(name) {
@@ -257,32 +284,30 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
     /// previous `<li>`, `<dt>`/`<dd>`, table cell, row or section, `<option>`, heading, `<a>`.
     fn close_implied(&self, name: &LocalName, line: u64) {
         let found = match *name {
-            local_name!("li") => self.find_open(
-                |n| *n == local_name!("li"),
-                |n| is_scope_boundary(n) || matches!(*n, local_name!("ul") | local_name!("ol")),
-            ),
-            local_name!("dd") | local_name!("dt") => self.find_open(
-                |n| matches!(*n, local_name!("dd") | local_name!("dt")),
-                |n| is_scope_boundary(n) || *n == local_name!("dl"),
-            ),
-            local_name!("td") | local_name!("th") => self.find_open(
-                |n| matches!(*n, local_name!("td") | local_name!("th")),
-                |n| *n == local_name!("table"),
-            ),
+            local_name!("li") => self.find_open(&[local_name!("li")], |n| {
+                is_scope_boundary(n) || matches!(*n, local_name!("ul") | local_name!("ol"))
+            }),
+            local_name!("dd") | local_name!("dt") => self
+                .find_open(&[local_name!("dd"), local_name!("dt")], |n| {
+                    is_scope_boundary(n) || *n == local_name!("dl")
+                }),
+            local_name!("td") | local_name!("th") => self
+                .find_open(&[local_name!("td"), local_name!("th")], |n| {
+                    *n == local_name!("table")
+                }),
             local_name!("tr") => {
-                self.find_open(|n| *n == local_name!("tr"), |n| *n == local_name!("table"))
+                self.find_open(&[local_name!("tr")], |n| *n == local_name!("table"))
             }
             local_name!("thead") | local_name!("tbody") | local_name!("tfoot") => self.find_open(
-                |n| {
-                    matches!(
-                        *n,
-                        local_name!("thead") | local_name!("tbody") | local_name!("tfoot")
-                    )
-                },
+                &[
+                    local_name!("thead"),
+                    local_name!("tbody"),
+                    local_name!("tfoot"),
+                ],
                 |n| *n == local_name!("table"),
             ),
             local_name!("a") | local_name!("nobr") | local_name!("button") => {
-                self.find_open(|n| n == name, is_scope_boundary)
+                self.find_open(std::slice::from_ref(name), is_scope_boundary)
             }
             local_name!("option") | local_name!("optgroup") => {
                 let open = self.open.borrow();
@@ -305,7 +330,7 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
             }
         }
         if closes_p(name)
-            && let Some(index) = self.find_open(|n| *n == local_name!("p"), is_scope_boundary)
+            && let Some(index) = self.find_open(&[local_name!("p")], is_scope_boundary)
         {
             self.close_down_to(index, line);
         }
@@ -329,7 +354,7 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
                 *self.dropped.borrow_mut().entry(name).or_default() += 1;
                 return TokenSinkResult::Continue;
             }
-            self.open.borrow_mut().push(name);
+            self.push(name);
             return self.builder.process_token(Token::TagToken(tag), line);
         }
         if tag.self_closing {
@@ -343,7 +368,7 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
             *self.dropped.borrow_mut().entry(name).or_default() += 1;
             return TokenSinkResult::Continue;
         }
-        self.open.borrow_mut().push(name);
+        self.push(name);
         self.builder.process_token(Token::TagToken(tag), line)
     }
 
@@ -354,12 +379,13 @@ impl<'a, Sink: TokenSink> NestingGuard<'a, Sink> {
             *count -= 1;
             return TokenSinkResult::Continue;
         }
-        let found = self.open.borrow().iter().rposition(|n| *n == tag.name);
+        let found = self.find_open(std::slice::from_ref(&tag.name), |_| false);
         if let Some(index) = found {
             if index + 1 < self.open.borrow().len() {
                 self.close_down_to(index + 1, line);
             }
             self.open.borrow_mut().truncate(index);
+            self.forget(&tag.name);
         }
         // A stray end tag is passed on too: the tree builder ignores it, pops elements or
         // inserts an empty `<p>` or a `<br>`, never leaving anything new open.

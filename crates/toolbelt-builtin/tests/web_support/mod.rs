@@ -2,6 +2,8 @@
 //! fixtures, and calling tools.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +65,24 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
         Self { addr, seen }
+    }
+
+    /// Serves `router` from a thread and runtime of its own, with ordinary stacks, for a test
+    /// whose own runtime is constrained (small stacks); it serves until the process ends.
+    pub fn start_on_own_thread(router: Router) -> Self {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                sender.send(TestServer::start(router).await).unwrap();
+                std::future::pending::<()>().await
+            });
+        });
+        receiver.recv().unwrap()
     }
 
     /// `http://127.0.0.1:<port><path>`.
