@@ -32,6 +32,13 @@
 //! exist the path fails with "No such file or directory" (no lexical shortcut), whatever
 //! follows. A trailing slash requires a directory: `file.txt/` fails with "Not a directory".
 //!
+//! A chain of symlinks is followed 40 links deep, as by the kernel; the 41st is "Too many
+//! levels of symbolic links". `/proc` magic links (`/proc/PID/fd/N`, `cwd`, `root`, `exe`)
+//! are never jumped through: the kernel refuses them (`RESOLVE_NO_MAGICLINKS`) and the
+//! user-space walk reads them as the text they show, by the rule above. Opening never
+//! blocks on a FIFO or reads a device: the tools open with `O_NONBLOCK` and use regular files
+//! only (see [`crate::fs::LocalFileOps`] and the search walk).
+//!
 //! [`Confinement::resolve`] gives a model a clear message before anything happens and the
 //! physical path the tools show; the confinement itself is the open at use time, so a path
 //! that changed between the two is checked again where it is used.
@@ -108,6 +115,40 @@ const MAX_SYMLINKS: usize = 40;
 /// Whether the kernel has `openat2` (cleared for the whole process on the first `ENOSYS`).
 static KERNEL_BENEATH: AtomicBool = AtomicBool::new(true);
 
+/// Which resolver a [`Confinement`] opens paths with.
+///
+/// For tests of the fallback only: users get [`Resolver::Kernel`] from [`Confinement::new`],
+/// which falls back by itself where the kernel lacks `openat2`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolver {
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, with the user-space walk deciding
+    /// what the kernel refuses (absolute symlinks, escapes).
+    Kernel,
+    /// The user-space walk alone, as on kernels without `openat2`.
+    UserSpace,
+}
+
+/// Finds out once per process whether `openat2` works, so [`Confinement::resolver`] is true
+/// from the start. A seccomp filter may refuse it with `EPERM` rather than `ENOSYS`: the
+/// user-space walk is used then too (the same answer on every later call would otherwise
+/// make every open fail).
+fn probe_kernel_beneath(base_fd: &OwnedFd) {
+    static PROBE: std::sync::Once = std::sync::Once::new();
+    PROBE.call_once(|| {
+        let probe = rustix::fs::openat2(
+            base_fd,
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        );
+        if let Err(Errno::NOSYS | Errno::PERM) = probe {
+            KERNEL_BENEATH.store(false, Ordering::Relaxed);
+        }
+    });
+}
+
 /// A base directory and the rules for staying inside it. Cheap to clone (the base handle is
 /// shared).
 #[derive(Clone)]
@@ -177,7 +218,26 @@ impl Confinement {
     /// Confines to `base`, which must be an existing directory; it is canonicalized and
     /// opened now.
     pub fn new(base: impl AsRef<Path>) -> io::Result<Self> {
-        Self::with_kernel(base.as_ref(), KERNEL_BENEATH.load(Ordering::Relaxed))
+        Self::with_kernel(base.as_ref(), true)
+    }
+
+    /// Confines to `base` with the given resolver. For tests that must run the user-space
+    /// resolver on a kernel that has `openat2`; check [`Confinement::resolver`] to see which
+    /// one is in effect.
+    #[doc(hidden)]
+    pub fn with_resolver(base: impl AsRef<Path>, resolver: Resolver) -> io::Result<Self> {
+        Self::with_kernel(base.as_ref(), resolver == Resolver::Kernel)
+    }
+
+    /// The resolver in effect: [`Resolver::Kernel`] only when asked for and the kernel has
+    /// `openat2` (as far as this process has seen).
+    #[doc(hidden)]
+    pub fn resolver(&self) -> Resolver {
+        if self.inner.kernel && KERNEL_BENEATH.load(Ordering::Relaxed) {
+            Resolver::Kernel
+        } else {
+            Resolver::UserSpace
+        }
     }
 
     fn with_kernel(base: &Path, kernel: bool) -> io::Result<Self> {
@@ -195,6 +255,9 @@ impl Confinement {
             ),
             other => other.into(),
         })?;
+        if kernel {
+            probe_kernel_beneath(&base_fd);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 base: canonical,
@@ -316,6 +379,12 @@ impl Confinement {
             };
             match opened {
                 Err(Errno::LOOP) if walk.follow_last => continue,
+                // `O_PATH | O_NOFOLLOW` opens a symlink itself instead of failing with ELOOP:
+                // a name swapped for a symlink since the walk must be followed by the rule,
+                // not handed back as the link.
+                Ok(fd) if walk.follow_last && flags.contains(OFlags::PATH) && is_symlink(&fd) => {
+                    continue;
+                }
                 other => return other.map_err(Refusal::from),
             }
         }
@@ -460,8 +529,15 @@ impl Confinement {
                         Mode::empty(),
                     ) {
                         Ok(fd) => dirs.push((fd, part)),
-                        // Swapped since the stat: look at it again.
-                        Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => queue.push_front(part),
+                        // Swapped since the stat: look at it again, counted like a symlink so
+                        // a swap that never stops cannot keep the walk going.
+                        Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => {
+                            links += 1;
+                            if links > MAX_SYMLINKS {
+                                return Err(Errno::LOOP.into());
+                            }
+                            queue.push_front(part);
+                        }
                         Err(errno) => return Err(errno.into()),
                     }
                 }
@@ -512,6 +588,11 @@ impl Resolved {
             None => c.inner.base_fd.as_fd(),
         }
     }
+}
+
+/// Whether a handle opened with `O_PATH | O_NOFOLLOW` names a symlink.
+fn is_symlink(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
 }
 
 /// Adds `path`'s components to the queue (at the front when `front`, as a symlink's target
@@ -649,6 +730,48 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = Confinement::new(dir.path()).unwrap();
         assert!(matches!(c.resolve(""), Err(PathError::Invalid { .. })));
+    }
+
+    #[test]
+    fn an_o_path_open_never_hands_back_a_symlink_it_was_to_follow() {
+        // `flip` is swapped between a regular file and a symlink to another file inside while
+        // the user-space resolver opens it with O_PATH (which, with O_NOFOLLOW, would open a
+        // symlink itself rather than fail).
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("flip"), "file").unwrap();
+        std::fs::write(dir.path().join("target.txt"), "target").unwrap();
+        symlink("target.txt", dir.path().join("flip.alt")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (stop, dir) = (stop.clone(), dir.path().to_path_buf());
+            std::thread::spawn(move || {
+                let mut flips = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        dir.join("flip"),
+                        rustix::fs::CWD,
+                        dir.join("flip.alt"),
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                    flips += 1;
+                }
+                flips
+            })
+        };
+        let c = Confinement::with_kernel(dir.path(), false).unwrap();
+        assert_eq!(c.resolver(), Resolver::UserSpace);
+        let mut opened = 0;
+        for _ in 0..20_000 {
+            if let Ok(fd) = c.open(Path::new("flip"), OFlags::PATH) {
+                assert!(!is_symlink(&fd), "an O_PATH open returned the symlink");
+                opened += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(flipper.join().unwrap() > 0);
+        assert!(opened > 0);
     }
 
     #[test]

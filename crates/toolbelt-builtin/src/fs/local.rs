@@ -41,6 +41,13 @@ impl LocalFileOps {
         })
     }
 
+    /// Uses an existing confinement (for tests that pick its resolver, see
+    /// [`Confinement::with_resolver`]).
+    #[doc(hidden)]
+    pub fn with_confinement(confinement: Confinement) -> Self {
+        Self { confinement }
+    }
+
     /// The confinement rules in use.
     pub fn confinement(&self) -> &Confinement {
         &self.confinement
@@ -129,10 +136,33 @@ impl FileOps for LocalFileOps {
                     max,
                 });
             }
-            let mut bytes = Vec::with_capacity(stat.size as usize);
-            File::from(fd)
-                .read_to_end(&mut bytes)
-                .map_err(|e| c.io_error(&path, e))?;
+            // The size was checked on this handle, but the file may grow while it is read
+            // (or report a size it does not have, as /proc files do): read one byte past the
+            // limit at most, and refuse if it came.
+            // The reported size only sizes the first allocation (it may be false, or huge
+            // for a sparse file read without a limit).
+            let mut bytes = Vec::with_capacity(stat.size.min(INITIAL_READ_CAPACITY) as usize);
+            let file = File::from(fd);
+            match max_size {
+                Some(max) => (&file).take(max.saturating_add(1)).read_to_end(&mut bytes),
+                None => (&file).read_to_end(&mut bytes),
+            }
+            .map_err(|e| c.io_error(&path, e))?;
+            if let Some(max) = max_size
+                && bytes.len() as u64 > max
+            {
+                let now = rustix::fs::fstat(&file).map_or(0, |st| st.st_size as u64);
+                return Err(FsError::TooLarge {
+                    path: c.display_path(&path),
+                    size: now.max(bytes.len() as u64),
+                    max,
+                });
+            }
+            // What was read is the file's content now; its size is what was read.
+            let stat = FileStat {
+                size: bytes.len() as u64,
+                ..stat
+            };
             Ok(FileContents { bytes, stat })
         })
         .await
@@ -214,6 +244,9 @@ impl FileOps for LocalFileOps {
         .await
     }
 }
+
+/// The most a read allocates up front from the size the file reports.
+const INITIAL_READ_CAPACITY: u64 = 64 * 1024 * 1024;
 
 /// What a refused write says: the file's permission bits grant nobody write access (even
 /// root, who could override them, respects them).

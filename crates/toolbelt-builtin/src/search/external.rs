@@ -72,6 +72,17 @@ const LANDLOCK_ABI: ABI = ABI::V5;
 /// What stderr says when a child was refused a read (a symlink pointing outside).
 const PERMISSION_DENIED: &str = "Permission denied";
 
+/// What stderr says about a file or directory that vanished (or was swapped) while the
+/// search ran: passed by without a word, as the in-process walk does.
+const VANISHED: &str = "No such file or directory";
+
+/// Whether stderr has an error other than a refused read or a vanished file.
+fn other_errors(stderr: &str) -> bool {
+    stderr
+        .lines()
+        .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED) && !l.contains(VANISHED))
+}
+
 impl ExternalSearch {
     /// Finds `rg` (required) and `fd`/`fdfind` (needed for Glob) on `PATH`; paths are shown
     /// relative to `base`. Fails where Landlock cannot confine them (not Linux 5.13+, or
@@ -79,6 +90,14 @@ impl ExternalSearch {
     pub fn detect(base: impl AsRef<Path>) -> Result<Self, SearchError> {
         let confinement = Confinement::new(base.as_ref())
             .map_err(|e| SearchError::Failed(format!("base directory: {e}")))?;
+        Self::detect_with(confinement)
+    }
+
+    /// [`ExternalSearch::detect`] with an existing confinement, which checks the search root
+    /// and `fd`'s paths (for tests that pick its resolver, see
+    /// [`Confinement::with_resolver`]).
+    #[doc(hidden)]
+    pub fn detect_with(confinement: Confinement) -> Result<Self, SearchError> {
         let base = confinement.base().to_path_buf();
         read_jail(&base, &[]).map_err(|e| {
             SearchError::Unavailable(format!(
@@ -233,7 +252,13 @@ impl ExternalSearch {
                 .build()
                 .map_err(|_| SearchError::UnknownType(name.clone()))?;
         }
-        self.check_root(&query.root)?;
+        if !self.check_root(&query.root)? {
+            return Ok(GrepResults {
+                lines: Vec::new(),
+                total: 0,
+                skipped_outside: 0,
+            });
+        }
         let mut command = Command::new(&self.rg);
         command
             .args(self.rg_args(query))
@@ -289,9 +314,7 @@ impl ExternalSearch {
             .filter(|l| l.contains(PERMISSION_DENIED))
             .count();
         // rg exits 1 for "no match" and 2 for errors; with output, errors were per file.
-        let other_errors = stderr
-            .lines()
-            .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED));
+        let other_errors = other_errors(&stderr);
         if status.code() == Some(2) && total == 0 && other_errors {
             return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
@@ -314,7 +337,13 @@ impl ExternalSearch {
             .literal_separator(true)
             .build()
             .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))?;
-        self.check_root(&query.root)?;
+        if !self.check_root(&query.root)? {
+            return Ok(GlobResults {
+                paths: Vec::new(),
+                total: 0,
+                skipped_outside: 0,
+            });
+        }
         let mut command = Command::new(&fd.path);
         command
             .args([
@@ -356,9 +385,7 @@ impl ExternalSearch {
             .lines()
             .filter(|l| l.contains(PERMISSION_DENIED))
             .count();
-        let other_errors = stderr
-            .lines()
-            .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED));
+        let other_errors = other_errors(&stderr);
         if !output.status.success() && other_errors {
             return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
@@ -393,12 +420,21 @@ impl ExternalSearch {
     }
 
     /// Opens the search root beneath the base (the rule for symlinks applies to it too), so
-    /// a refused root is the same clear error as in the in-process backend.
-    fn check_root(&self, root: &Path) -> Result<(), SearchError> {
-        self.confinement
+    /// a refused root is the same clear error as in the in-process backend. `false` when the
+    /// root is neither a regular file nor a directory: a FIFO, socket or device is never
+    /// searched (`rg` reads a FIFO given by name, and would wait for a writer forever), so
+    /// the answer is empty, as from the in-process backend.
+    fn check_root(&self, root: &Path) -> Result<bool, SearchError> {
+        let fd = self
+            .confinement
             .open(root, OFlags::PATH)
-            .map(drop)
-            .map_err(|e| SearchError::Path(e.to_string()))
+            .map_err(|e| SearchError::Path(e.to_string()))?;
+        let st = rustix::fs::fstat(&fd)
+            .map_err(|e| SearchError::Path(format!("{}: {e}", root.display())))?;
+        Ok(matches!(
+            rustix::fs::FileType::from_raw_mode(st.st_mode),
+            rustix::fs::FileType::RegularFile | rustix::fs::FileType::Directory
+        ))
     }
 }
 

@@ -1,10 +1,10 @@
 //! [`LocalSearch`]: Glob and Grep in-process, on ripgrep's own libraries (`ignore` for the
 //! walk rules, `grep-regex`, `grep-searcher` and `grep-printer`), so the output is the output
 //! `rg --sort path` prints for the same options. The walk itself is confined
-//! ([`super::walk`]): every directory and file is opened relative to its parent's handle.
+//! (`search::walk`): every directory and file is opened relative to its parent's handle.
 //!
 //! Files are searched in parallel in whatever order the threads reach them; each file's
-//! output is offered to a [`Selection`] that keeps only what the limit can still select
+//! output is offered to a selection that keeps only what the limit can still select
 //! (the files with the smallest paths), so a small `head_limit` bounds memory by the limit,
 //! not by the size of the tree, and the selected results are the same on every run.
 
@@ -48,11 +48,18 @@ pub struct LocalSearch {
 impl LocalSearch {
     /// Searches below `base` (canonicalized and opened now); paths are shown relative to it.
     pub fn new(base: impl AsRef<Path>) -> std::io::Result<Self> {
-        Ok(Self {
-            confinement: Confinement::new(base)?,
+        Ok(Self::with_confinement(Confinement::new(base)?))
+    }
+
+    /// Searches with an existing confinement (for tests that pick its resolver, see
+    /// [`Confinement::with_resolver`]).
+    #[doc(hidden)]
+    pub fn with_confinement(confinement: Confinement) -> Self {
+        Self {
+            confinement,
             threads: 0,
             global: Arc::new(OnceLock::new()),
-        })
+        }
     }
 
     /// Uses `threads` walker threads (0, the default, picks one per core).

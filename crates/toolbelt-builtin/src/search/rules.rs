@@ -9,7 +9,7 @@
 //! exclusions) decide first; then `.rgignore`, `.ignore`, `.gitignore`, `.git/info/exclude`
 //! and the global excludes, each taken from the deepest directory that has a matching rule;
 //! then the file type. Ignore files are parsed with `ignore::gitignore`; the walk reads them
-//! through confined directory handles ([`super::walk`]).
+//! through confined directory handles (`search::walk`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

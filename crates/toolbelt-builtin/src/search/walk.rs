@@ -10,7 +10,13 @@
 //! itself is opened beneath the base in the same way.
 //!
 //! Threads take directories from one shared stack; each calls its own visitor for the regular
-//! files it finds, in no particular order (the search backends sort what they keep).
+//! files it finds, in no particular order (the search backends sort what they keep). A queued
+//! directory is opened only when a thread takes it, relative to its parent's handle (kept
+//! while any of its subdirectories waits): the descriptors open at once are bounded by the
+//! depth of the tree times the threads, not by how many directories wait. (Opening each
+//! subdirectory as it was listed ran a directory of 20,000 subdirectories out of descriptors:
+//! the rest were skipped without a word and every other open in the process failed.) Memory
+//! grows with the entries of the directories waiting to be read, a few dozen bytes each.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -93,12 +99,23 @@ struct Queue {
 
 /// A directory to read.
 struct Work {
-    dir: OwnedFd,
+    source: Source,
     path: PathBuf,
     /// The rules of the directories above it.
     rules: Arc<DirRules>,
-    /// Identities of this directory and those above it in the walk (for loop detection).
-    ancestors: Arc<Ancestor>,
+    /// Identities of the directories above it in the walk (for loop detection); `None` for
+    /// the root.
+    ancestors: Option<Arc<Ancestor>>,
+}
+
+/// How a queued directory is opened when its turn comes.
+enum Source {
+    /// The walk root, already open.
+    Open(OwnedFd),
+    /// An entry of a directory the walk read, opened relative to that directory's handle.
+    Entry { parent: Arc<Dir>, name: OsString },
+    /// The target of a symlink: opened beneath the base by its path, by the symlink rule.
+    Beneath,
 }
 
 struct Ancestor {
@@ -218,14 +235,10 @@ where
     };
     let rules = parent_rules(confinement, root, filters);
     shared.push(Work {
-        dir: root_fd,
+        source: Source::Open(root_fd),
         path: root.to_path_buf(),
         rules,
-        ancestors: Arc::new(Ancestor {
-            dev: st.st_dev,
-            ino: st.st_ino,
-            parent: None,
-        }),
+        ancestors: None,
     });
     let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(12)),
@@ -295,11 +308,17 @@ fn parent_rules(confinement: &Confinement, root: &Path, filters: &Filters) -> Ar
     rules.unwrap_or_default()
 }
 
-/// The ignore files of a directory outside the base, read by path.
+/// The ignore files of a directory outside the base, read by path (regular files only:
+/// opened without blocking, so a FIFO named `.gitignore` cannot stall the walk).
 fn ignore_files_by_path(dir: &Path) -> IgnoreFiles {
     let read = |name: &str| {
-        let file = File::open(dir.join(name)).ok()?;
-        read_capped(file)
+        let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(dir.join(name), flags, Mode::empty()).ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return None;
+        }
+        read_capped(File::from(fd))
     };
     IgnoreFiles {
         custom: read(CUSTOM_IGNORE),
@@ -372,10 +391,48 @@ fn read_capped(file: File) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+/// Opens a queued directory for reading; `None` when it is gone, no longer a directory, or
+/// became a symlink pointing outside the base (counted).
+fn open_dir(shared: &Shared<'_>, source: Source, path: &Path) -> Option<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match source {
+        Source::Open(fd) => Some(fd),
+        Source::Entry { parent, name } => {
+            let parent = parent.fd().ok()?;
+            match rustix::fs::openat(parent, &name, flags | OFlags::NOFOLLOW, Mode::empty()) {
+                Ok(fd) => Some(fd),
+                // Swapped for a symlink since it was listed: the rule decides.
+                Err(Errno::LOOP) => shared.open_beneath(path, flags),
+                Err(_) => None,
+            }
+        }
+        Source::Beneath => shared.open_beneath(path, flags),
+    }
+}
+
 /// Reads one directory: its ignore files, then each entry (files visited, directories
-/// queued, symlinks resolved by the rule).
+/// queued, symlinks resolved by the rule). A directory that is one of its own ancestors (a
+/// symlink loop) is not read again.
 fn read_dir<V: FnMut(FileRef<'_>)>(shared: &Shared<'_>, work: Work, visit: &mut V) {
-    let Ok(mut dir) = Dir::new(work.dir) else {
+    let Some(fd) = open_dir(shared, work.source, &work.path) else {
+        return;
+    };
+    let Ok(st) = rustix::fs::fstat(&fd) else {
+        return;
+    };
+    if work
+        .ancestors
+        .as_ref()
+        .is_some_and(|a| a.contains(st.st_dev, st.st_ino))
+    {
+        return;
+    }
+    let ancestors = Arc::new(Ancestor {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        parent: work.ancestors,
+    });
+    let Ok(mut dir) = Dir::new(fd) else {
         return;
     };
     let mut entries: Vec<(OsString, FileType)> = Vec::new();
@@ -386,6 +443,8 @@ fn read_dir<V: FnMut(FileRef<'_>)>(shared: &Shared<'_>, work: Work, visit: &mut 
         }
         entries.push((OsStr::from_bytes(name).to_os_string(), entry.file_type()));
     }
+    // Shared with the subdirectories queued below, which are opened relative to it.
+    let dir = Arc::new(dir);
     let Ok(fd) = dir.fd() else {
         return;
     };
@@ -416,24 +475,17 @@ fn read_dir<V: FnMut(FileRef<'_>)>(shared: &Shared<'_>, work: Work, visit: &mut 
                 });
             }
             FileType::Directory if !shared.filters.skips(&rules, &path, true) => {
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                let child = match rustix::fs::openat(
-                    fd,
-                    name.as_os_str(),
-                    flags | OFlags::NOFOLLOW,
-                    Mode::empty(),
-                ) {
-                    Ok(child) => child,
-                    // Swapped for a symlink since it was listed: the rule decides.
-                    Err(Errno::LOOP) => match shared.open_beneath(&path, flags) {
-                        Some(child) => child,
-                        None => continue,
+                shared.push(Work {
+                    source: Source::Entry {
+                        parent: dir.clone(),
+                        name: name.clone(),
                     },
-                    Err(_) => continue,
-                };
-                queue_dir(shared, child, path, &rules, &work.ancestors);
+                    path,
+                    rules: rules.clone(),
+                    ancestors: Some(ancestors.clone()),
+                });
             }
-            FileType::Symlink => follow(shared, path, &rules, &work.ancestors, visit),
+            FileType::Symlink => follow(shared, path, &rules, &ancestors, visit),
             // Skipped by the filters, or a socket, FIFO or device (never searched).
             _ => {}
         }
@@ -465,9 +517,14 @@ fn follow<V: FnMut(FileRef<'_>)>(
             });
         }
         FileType::Directory if !shared.filters.skips(rules, &path, true) => {
-            if let Ok(dir) = reopen_dir(&target) {
-                queue_dir(shared, dir, path, rules, ancestors);
-            }
+            // Opened again by path when its turn comes (holding this handle until then
+            // would not bound the descriptors); the rule is applied again then.
+            shared.push(Work {
+                source: Source::Beneath,
+                path,
+                rules: rules.clone(),
+                ancestors: Some(ancestors.clone()),
+            });
         }
         _ => {}
     }
@@ -481,30 +538,4 @@ fn reopen_dir(dir: &OwnedFd) -> rustix::io::Result<OwnedFd> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-}
-
-/// Queues a directory for reading unless it is one of its own ancestors (a symlink loop).
-fn queue_dir(
-    shared: &Shared<'_>,
-    dir: OwnedFd,
-    path: PathBuf,
-    rules: &Arc<DirRules>,
-    ancestors: &Arc<Ancestor>,
-) {
-    let Ok(st) = rustix::fs::fstat(&dir) else {
-        return;
-    };
-    if ancestors.contains(st.st_dev, st.st_ino) {
-        return;
-    }
-    shared.push(Work {
-        dir,
-        path,
-        rules: rules.clone(),
-        ancestors: Arc::new(Ancestor {
-            dev: st.st_dev,
-            ino: st.st_ino,
-            parent: Some(ancestors.clone()),
-        }),
-    });
 }
