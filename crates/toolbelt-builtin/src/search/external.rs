@@ -239,7 +239,11 @@ impl ExternalSearch {
         args
     }
 
-    fn grep_blocking(&self, query: &GrepQuery) -> Result<GrepResults, SearchError> {
+    fn grep_blocking(
+        &self,
+        query: &GrepQuery,
+        guard: &ChildGuard,
+    ) -> Result<GrepResults, SearchError> {
         // Same regex front end as the in-process backend: identical errors, before any spawn.
         super::local::build_matcher(query)?;
         if let Some(glob) = &query.glob {
@@ -267,8 +271,8 @@ impl ExternalSearch {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         self.confine(&mut command)?;
-        let mut child = command
-            .spawn()
+        let mut child = guard
+            .spawn(&mut command)
             .map_err(|e| SearchError::Unavailable(format!("cannot run rg: {e}")))?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -325,7 +329,11 @@ impl ExternalSearch {
         })
     }
 
-    fn glob_blocking(&self, query: &GlobQuery) -> Result<GlobResults, SearchError> {
+    fn glob_blocking(
+        &self,
+        query: &GlobQuery,
+        guard: &ChildGuard,
+    ) -> Result<GlobResults, SearchError> {
         let fd = self.fd.as_ref().ok_or_else(|| {
             SearchError::Unavailable(
                 "fd is not installed (install fd-find, for example `apt-get install fd-find`)"
@@ -376,9 +384,11 @@ impl ExternalSearch {
             query.pattern
         );
         command.arg("--").arg(full_pattern).arg(&query.root);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         self.confine(&mut command)?;
-        let output = command
-            .output()
+        let output = guard
+            .spawn(&mut command)
+            .and_then(|child| child.wait_with_output())
             .map_err(|e| SearchError::Unavailable(format!("cannot run fd: {e}")))?;
         let stderr = String::from_utf8_lossy(&output.stderr);
         let mut skipped_outside = stderr
@@ -523,11 +533,108 @@ fn find_program(names: &[&str], expect: &str) -> Option<PathBuf> {
 impl SearchBackend for ExternalSearch {
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
         let this = self.clone();
-        super::run_blocking(move || this.grep_blocking(&query)).await
+        let guard = ChildGuard::default();
+        let _kill_if_abandoned = guard.kill_on_drop();
+        super::run_blocking(move || this.grep_blocking(&query, &guard)).await
     }
 
     async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError> {
         let this = self.clone();
-        super::run_blocking(move || this.glob_blocking(&query)).await
+        let guard = ChildGuard::default();
+        let _kill_if_abandoned = guard.kill_on_drop();
+        super::run_blocking(move || this.glob_blocking(&query, &guard)).await
+    }
+}
+
+/// Ends the `rg`/`fd` child of a search whose caller stopped waiting (a timeout, a cancelled
+/// call). The search runs on a blocking thread that the caller's cancellation cannot reach,
+/// and a child can block for good (a FIFO swapped into the tree mid-search), so without this
+/// it would outlive the call. The child is signalled through a pidfd, which names that one
+/// process even after it was reaped, so a recycled pid is never hit.
+#[derive(Debug, Clone, Default)]
+struct ChildGuard(Arc<std::sync::Mutex<ChildSlot>>);
+
+#[derive(Debug, Default)]
+struct ChildSlot {
+    abandoned: bool,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+impl ChildGuard {
+    /// Spawns `command`, killing the child at once if the caller already left.
+    fn spawn(&self, command: &mut Command) -> io::Result<std::process::Child> {
+        let child = command.spawn()?;
+        let pid = rustix::process::Pid::from_child(&child);
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        if slot.abandoned {
+            slot.kill();
+        }
+        Ok(child)
+    }
+
+    /// A value that kills the child (if any, and still running) when dropped.
+    fn kill_on_drop(&self) -> KillOnDrop {
+        KillOnDrop(self.clone())
+    }
+}
+
+/// Kills the guarded child when dropped: held by the future the caller awaits.
+struct KillOnDrop(ChildGuard);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let mut slot = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.abandoned = true;
+        slot.kill();
+    }
+}
+
+impl ChildSlot {
+    fn kill(&self) {
+        if let Some(pidfd) = &self.pidfd {
+            // ESRCH once the child has exited: nothing to do.
+            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_abandoned_search_kills_its_child() {
+        let guard = ChildGuard::default();
+        let kill_if_abandoned = guard.kill_on_drop();
+        let mut child = guard
+            .spawn(Command::new("sleep").arg("300").stdin(Stdio::null()))
+            .expect("sleep runs");
+        drop(kill_if_abandoned);
+        let status = child.wait().expect("the child is reaped");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_child_spawned_after_the_caller_left_is_killed_at_once() {
+        let guard = ChildGuard::default();
+        drop(guard.kill_on_drop());
+        let mut child = guard
+            .spawn(Command::new("sleep").arg("300").stdin(Stdio::null()))
+            .expect("sleep runs");
+        let status = child.wait().expect("the child is reaped");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_finished_search_leaves_nothing_to_kill() {
+        let guard = ChildGuard::default();
+        let kill_if_abandoned = guard.kill_on_drop();
+        let mut child = guard.spawn(&mut Command::new("true")).expect("true runs");
+        assert!(child.wait().expect("reaped").success());
+        // The pidfd still names the reaped child: the signal goes nowhere else.
+        drop(kill_if_abandoned);
     }
 }
