@@ -128,12 +128,14 @@ fn take_ticket(message: &mut ClientJsonRpcMessage) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonRpcRequest, RequestId};
 
     use super::*;
 
-    fn call_with(ticket: &Ticket) -> ClientJsonRpcMessage {
+    /// A `tools/call` request carrying `ticket`, as the client sends it to a transport (shared
+    /// by the transports' unit tests).
+    pub(crate) fn call_with(ticket: &Ticket) -> ClientJsonRpcMessage {
         let (key, value) = ticket.meta();
         let mut meta = serde_json::Map::new();
         meta.insert(key, value);

@@ -186,23 +186,10 @@ impl StreamableHttpClient for InjectingClient {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::{
-        CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcRequest, RequestId,
-    };
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
-    use crate::transport::delivery::Ticket;
-
-    fn call(ticket: &Ticket) -> ClientJsonRpcMessage {
-        let (key, value) = ticket.meta();
-        let mut meta = serde_json::Map::new();
-        meta.insert(key, value);
-        let mut params = CallToolRequestParams::new("append");
-        params.meta = Some(rmcp::model::RequestMetaObject::from(meta));
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        ClientJsonRpcMessage::Request(JsonRpcRequest::new(RequestId::Number(1), request))
-    }
+    use crate::transport::delivery::tests::call_with;
 
     /// A server on 127.0.0.1 answering every request with `status`; returns its URL.
     async fn answering(status: &'static str) -> Arc<str> {
@@ -225,7 +212,7 @@ mod tests {
         let ticket = log.ticket();
         let session = Some(Arc::from("a-session"));
         let result = client
-            .post_message(url, call(&ticket), session, None, HashMap::new())
+            .post_message(url, call_with(&ticket), session, None, HashMap::new())
             .await;
         assert!(result.is_err(), "every case here fails");
         ticket.may_have_reached_server()
