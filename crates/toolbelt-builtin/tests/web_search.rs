@@ -438,6 +438,6 @@ async fn every_web_tool_parameter_is_described_with_claude_code_names() {
         let mut want_req = required.to_vec();
         want_req.sort();
         assert_eq!(req, want_req, "{name}");
-        assert!(declaration.meta.read_only, "{name} is read-only");
+        assert!(declaration.meta.is_read_only(), "{name} is read-only");
     }
 }

@@ -188,7 +188,7 @@ impl Approval {
 #[toolbelt::async_trait]
 impl BeforeHook for Approval {
     async fn before(&self, _ctx: &ToolContext, call: &HookCall<'_>) -> BeforeAction {
-        if !call.declaration.meta.destructive {
+        if call.declaration.meta.destructive != Some(true) {
             return BeforeAction::Continue;
         }
         // One question at a time, even when parallel calls ask together.

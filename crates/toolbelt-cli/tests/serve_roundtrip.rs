@@ -35,10 +35,10 @@ async fn round_trip(set: McpToolSet, served: &Served) {
     }
     let read = tools.iter().find(|t| t.name() == "Read").unwrap();
     assert!(
-        read.declaration().meta.read_only,
+        read.declaration().meta.is_read_only(),
         "annotations survive the round trip"
     );
-    assert!(!read.declaration().meta.destructive);
+    assert_eq!(read.declaration().meta.destructive, Some(false));
 
     let registry = Arc::new(Registry::new());
     registry

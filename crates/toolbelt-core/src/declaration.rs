@@ -9,23 +9,44 @@ use crate::{JsonObject, ToolError, ToolName};
 ///
 /// Hints are promises made by the tool's author; they are not enforced. The executor trusts
 /// `concurrency_safe` to decide what may overlap and `idempotent` to decide what may be retried.
+///
+/// Each hint is `None` until the author declares it, so "not declared" and "declared false"
+/// stay apart: MCP gives an absent `destructiveHint` and `openWorldHint` the cautious default
+/// `true`, and a relay that turned an absent hint into `false` would invite clients to
+/// auto-approve a tool nobody vouched for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ToolMeta {
     /// The tool does not change its environment.
-    pub read_only: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
     /// The tool may destroy or overwrite data (a UI may ask for approval).
-    pub destructive: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
     /// Calling it twice with the same arguments has the effect of calling it once.
-    pub idempotent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
     /// The tool talks to an open world (the web, a third-party API), not a closed one.
-    pub open_world: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
     /// Whether calls may overlap with other calls. `None` means "not declared": the
     /// `Parallel` mode pools it, the `Mixed` mode runs it alone; either way the executor
     /// never runs two calls not declared `Some(true)` of one tool set at once.
     pub concurrency_safe: Option<bool>,
     /// The largest result, in bytes, the model should see before it is offloaded or cut.
     pub max_result_size: Option<usize>,
+}
+
+impl ToolMeta {
+    /// Whether the tool is declared read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only == Some(true)
+    }
+
+    /// Whether the tool is declared idempotent (safe to retry).
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent == Some(true)
+    }
 }
 
 /// A tool's declaration: everything a model (or an MCP client) sees about it.
@@ -48,7 +69,10 @@ pub struct ToolMeta {
 pub struct Declaration {
     /// The name the model calls the tool by.
     pub name: ToolName,
-    /// What the tool does, when to use it and its constraints.
+    /// A short human-readable name for user interfaces (MCP's `title`), when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool does, when to use it and its constraints (empty when none was given).
     pub description: String,
     /// A JSON Schema object describing the arguments.
     pub input_schema: JsonObject,
@@ -84,6 +108,7 @@ impl Declaration {
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Result<Self, ToolError> {
         Ok(Self {
             name: ToolName::new(name)?,
+            title: None,
             description: description.into(),
             input_schema: empty_object_schema(),
             output_schema: None,
@@ -103,6 +128,12 @@ impl Declaration {
         Ok(self)
     }
 
+    /// Sets (or with `None` removes) the human-readable title.
+    pub fn with_title(mut self, title: Option<String>) -> Self {
+        self.title = title;
+        self
+    }
+
     /// Replaces all behaviour hints.
     pub fn with_meta(mut self, meta: ToolMeta) -> Self {
         self.meta = meta;
@@ -111,26 +142,32 @@ impl Declaration {
 
     /// Marks the tool read-only (and therefore not destructive).
     pub fn read_only(mut self) -> Self {
-        self.meta.read_only = true;
-        self.meta.destructive = false;
+        self.meta.read_only = Some(true);
+        self.meta.destructive = Some(false);
         self
     }
 
     /// Marks the tool destructive.
     pub fn destructive(mut self) -> Self {
-        self.meta.destructive = true;
+        self.meta.destructive = Some(true);
         self
     }
 
     /// Marks the tool idempotent (safe to retry).
     pub fn idempotent(mut self) -> Self {
-        self.meta.idempotent = true;
+        self.meta.idempotent = Some(true);
         self
     }
 
     /// Marks the tool as talking to an open world.
     pub fn open_world(mut self) -> Self {
-        self.meta.open_world = true;
+        self.meta.open_world = Some(true);
+        self
+    }
+
+    /// Marks the tool as working in a closed world (its own machine, not the web).
+    pub fn closed_world(mut self) -> Self {
+        self.meta.open_world = Some(false);
         self
     }
 
@@ -178,7 +215,30 @@ mod tests {
             .unwrap()
             .destructive()
             .read_only();
-        assert!(d.meta.read_only && !d.meta.destructive);
+        assert_eq!(
+            (d.meta.read_only, d.meta.destructive),
+            (Some(true), Some(false))
+        );
+    }
+
+    #[test]
+    fn undeclared_hints_stay_undeclared_in_json() {
+        let d = Declaration::new("t", "d").unwrap();
+        assert_eq!(d.meta, ToolMeta::default());
+        let hints = |d: &Declaration| {
+            let json = serde_json::to_value(d).unwrap();
+            ["read_only", "destructive", "idempotent", "open_world"]
+                .map(|hint| json["meta"].get(hint).cloned())
+        };
+        assert_eq!(hints(&d), [None, None, None, None]);
+        assert!(serde_json::to_value(&d).unwrap().get("title").is_none());
+        let d = d.idempotent().closed_world();
+        assert_eq!(
+            hints(&d),
+            [None, None, Some(json!(true)), Some(json!(false))]
+        );
+        let back: Declaration = serde_json::from_value(serde_json::to_value(&d).unwrap()).unwrap();
+        assert_eq!(back, d);
     }
 
     #[test]

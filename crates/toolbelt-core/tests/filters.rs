@@ -53,7 +53,7 @@ fn include_and_exclude_by_name_keep_order() {
 
 #[test]
 fn predicates_see_the_context_and_the_tool() {
-    let read_only = ToolFilter::new(|_ctx, t: &dyn Tool| t.declaration().meta.read_only);
+    let read_only = ToolFilter::new(|_ctx, t: &dyn Tool| t.declaration().meta.is_read_only());
     let admin_only_bash = ToolFilter::new(|ctx, t: &dyn Tool| {
         t.name() != "Bash" || ctx.get::<User>().is_some_and(|u| u.0 == "admin")
     });
@@ -73,7 +73,7 @@ fn predicates_see_the_context_and_the_tool() {
 #[test]
 fn filters_compose_with_and_or_not() {
     let ctx = ToolContext::new();
-    let read_only = || ToolFilter::new(|_ctx, t: &dyn Tool| t.declaration().meta.read_only);
+    let read_only = || ToolFilter::new(|_ctx, t: &dyn Tool| t.declaration().meta.is_read_only());
     let bash = || ToolFilter::include_names(["Bash"]);
     assert_eq!(
         names(&read_only().or(bash()).apply(&ctx, all())),

@@ -186,7 +186,7 @@ impl Middleware for Retry {
         next: Next<'_>,
     ) -> Result<ToolOutput, ToolError> {
         let policy = &self.policy;
-        let retryable = policy.retry_non_idempotent || req.tool.declaration().meta.idempotent;
+        let retryable = policy.retry_non_idempotent || req.tool.declaration().meta.is_idempotent();
         let max_attempts = if retryable {
             policy.max_attempts.max(1)
         } else {

@@ -27,7 +27,14 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
     // Arguments, and annotations mapped to hints.
     let echo = tool(&set, "echo").await;
     let meta = &echo.declaration().meta;
-    assert!(meta.read_only && meta.idempotent && !meta.open_world && !meta.destructive);
+    assert_eq!(
+        (meta.read_only, meta.idempotent, meta.open_world),
+        (Some(true), Some(true), Some(false))
+    );
+    assert_eq!(
+        meta.destructive, None,
+        "a hint the server did not send stays undeclared"
+    );
     let out = echo
         .call(ToolContext::for_call("c1"), r#"{"message":"hi there"}"#)
         .await
@@ -77,7 +84,7 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
 
     // Audio, resource link, embedded text and blob resources; a destructive tool.
     let mixed = tool(&set, "mixed").await;
-    assert!(mixed.declaration().meta.destructive);
+    assert_eq!(mixed.declaration().meta.destructive, Some(true));
     let out = mixed.call(ToolContext::for_call("c6"), "").await.unwrap();
     assert!(
         matches!(&out.blocks[0], ContentBlock::Audio { mime_type, data } if mime_type == "audio/wav" && data == "UklGRg==")

@@ -37,6 +37,33 @@ pub fn map_call_result(result: CallToolResult) -> ToolOutput {
     }
 }
 
+/// Reads a `tools/call` result that rmcp could not read as one, block by block.
+///
+/// A server newer than rmcp may send a content block of a type rmcp does not know (a `video`
+/// block, say); rmcp then refuses the whole result, and every block the client does know
+/// would be lost with it. Here each block is read on its own: the known ones pass, and an
+/// unknown one is kept as a text block holding its raw JSON, so nothing the server sent is
+/// dropped silently. `None` when the value is not a tool result even so.
+pub(crate) fn lenient_call_result(value: Value) -> Option<CallToolResult> {
+    let Value::Object(mut object) = value else {
+        return None;
+    };
+    let content = match object.remove("content") {
+        Some(Value::Array(blocks)) => blocks,
+        Some(_) => return None,
+        None => Vec::new(),
+    };
+    let mut result: CallToolResult = serde_json::from_value(Value::Object(object)).ok()?;
+    result.content = content
+        .into_iter()
+        .map(|block| {
+            serde_json::from_value::<McpBlock>(block.clone())
+                .unwrap_or_else(|_| McpBlock::text(block.to_string()))
+        })
+        .collect();
+    Some(result)
+}
+
 fn map_block(block: McpBlock) -> Option<ContentBlock> {
     Some(match block {
         McpBlock::Text(text) => ContentBlock::Text { text: text.text },
@@ -90,36 +117,39 @@ fn map_block(block: McpBlock) -> Option<ContentBlock> {
     })
 }
 
-/// Maps MCP annotations to behaviour hints.
+/// Maps MCP annotations to behaviour hints, hint for hint.
 ///
-/// MCP's defaults apply when annotations are present: `destructiveHint` defaults to true
-/// (for tools that are not read-only) and `openWorldHint` to true. A server that sends no
-/// annotations at all makes no claims, so every hint stays off. A read-only tool is also
-/// declared concurrency-safe; other tools leave that undeclared.
+/// A hint the server did not send stays `None` (MCP's defaults are for the reader to apply:
+/// an absent `destructiveHint` or `openWorldHint` means "maybe"), so relaying the tool
+/// through `toolbelt serve` lists exactly what the server declared. A tool declared
+/// read-only is also declared concurrency-safe; other tools leave that undeclared.
 pub fn map_annotations(annotations: Option<&ToolAnnotations>) -> ToolMeta {
     let Some(a) = annotations else {
         return ToolMeta::default();
     };
-    let read_only = a.read_only_hint.unwrap_or(false);
     ToolMeta {
-        read_only,
-        destructive: !read_only && a.destructive_hint.unwrap_or(true),
-        idempotent: a.idempotent_hint.unwrap_or(false),
-        open_world: a.open_world_hint.unwrap_or(true),
-        concurrency_safe: read_only.then_some(true),
+        read_only: a.read_only_hint,
+        destructive: a.destructive_hint,
+        idempotent: a.idempotent_hint,
+        open_world: a.open_world_hint,
+        concurrency_safe: (a.read_only_hint == Some(true)).then_some(true),
         max_result_size: None,
     }
 }
 
 /// Builds the declaration a model sees for an MCP tool, under `exposed_name`.
+///
+/// The description is the server's (empty when it sent none); the title is the tool's
+/// `title`, or the one in its annotations.
 pub fn declaration(tool: &McpToolInfo, exposed_name: &str) -> Option<Declaration> {
-    let description = tool
-        .description
-        .as_deref()
-        .or(tool.title.as_deref())
-        .unwrap_or_default()
-        .to_string();
-    let mut decl = Declaration::new(exposed_name, description).ok()?;
+    let description = tool.description.as_deref().unwrap_or_default().to_string();
+    let title = tool
+        .title
+        .clone()
+        .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()));
+    let mut decl = Declaration::new(exposed_name, description)
+        .ok()?
+        .with_title(title);
     decl.input_schema = (*tool.input_schema).clone();
     if !decl.input_schema.contains_key("type") {
         decl.input_schema
@@ -183,15 +213,38 @@ mod tests {
     }
 
     #[test]
-    fn annotations_follow_mcp_defaults_only_when_present() {
+    fn annotations_keep_absent_hints_absent() {
         assert_eq!(map_annotations(None), ToolMeta::default());
         let a: ToolAnnotations = serde_json::from_value(json!({"readOnlyHint": true})).unwrap();
         let meta = map_annotations(Some(&a));
-        assert!(meta.read_only && !meta.destructive && meta.open_world);
+        assert_eq!(meta.read_only, Some(true));
+        assert_eq!((meta.destructive, meta.open_world), (None, None));
         assert_eq!(meta.concurrency_safe, Some(true));
-        let a: ToolAnnotations = serde_json::from_value(json!({"idempotentHint": true})).unwrap();
+        let a: ToolAnnotations =
+            serde_json::from_value(json!({"idempotentHint": true, "openWorldHint": false}))
+                .unwrap();
         let meta = map_annotations(Some(&a));
-        assert!(meta.destructive && meta.idempotent && !meta.read_only);
+        assert_eq!(meta.idempotent, Some(true));
+        assert_eq!(meta.open_world, Some(false));
+        assert_eq!((meta.read_only, meta.destructive), (None, None));
+    }
+
+    #[test]
+    fn an_unknown_block_is_kept_as_json_and_the_known_ones_pass() {
+        let video = json!({"type": "video", "mimeType": "video/mp4", "data": "AAAA"});
+        let raw = json!({"content": [{"type": "text", "text": "before"}, video.clone(),
+            {"type": "text", "text": "after"}], "isError": false});
+        let result = lenient_call_result(raw).expect("a tool result");
+        let out = map_call_result(result);
+        assert_eq!(out.blocks.len(), 3);
+        assert_eq!(out.blocks[0], ContentBlock::text("before"));
+        let ContentBlock::Text { text } = &out.blocks[1] else {
+            panic!("kept as text: {:?}", out.blocks[1]);
+        };
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), video);
+        assert_eq!(out.blocks[2], ContentBlock::text("after"));
+        assert!(lenient_call_result(json!({"content": "nope"})).is_none());
+        assert!(lenient_call_result(json!([1])).is_none());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! [`McpToolSetBuilder::session_reconnect`] a lost session is re-established, one reconnect
 //! at a time, and the call retried.
 
+mod call;
 mod mapping;
 mod session;
 mod tool;
@@ -488,7 +489,7 @@ impl Inner {
         let prefix = self.prefix.then_some(self.name.as_str());
         let idempotent = listed
             .iter()
-            .filter(|info| map_annotations(info.annotations.as_ref()).idempotent)
+            .filter(|info| map_annotations(info.annotations.as_ref()).is_idempotent())
             .map(|info| info.name.to_string())
             .collect();
         *self
@@ -571,9 +572,9 @@ impl Inner {
         meta.0.insert(key, value);
         params.meta = Some(meta);
         let peer = session.peer().clone();
-        // Dropping the request future (on timeout or cancellation) makes rmcp send
+        // Dropping the request future (on timeout or cancellation) sends
         // `notifications/cancelled` for it.
-        let call = peer.call_tool(params);
+        let call = call::call_tool(peer, params);
         let result = tokio::select! {
             biased;
             _ = ctx.cancelled() => {

@@ -94,7 +94,7 @@ impl Tool for McpTool {
             &ctx,
             &self.mcp_name,
             arguments,
-            self.declaration.meta.idempotent,
+            self.declaration.meta.is_idempotent(),
         )
         .instrument(span)
         .await

@@ -9,24 +9,38 @@ use rmcp::model::{
 };
 use toolbelt_core::{ContentBlock, Declaration, Payload, ToolError, ToolOutput};
 
-/// An MCP tool listing entry for a declaration: name, description, schemas and annotations
-/// from the behaviour hints.
+/// An MCP tool listing entry for a declaration: name, title, description, schemas and
+/// annotations from the behaviour hints.
+///
+/// Only what was declared is listed: a tool without hints gets no annotations, an undeclared
+/// hint is left out (so clients apply MCP's cautious defaults) and an empty description is
+/// left out, so a tool relayed from an aggregated server is listed as that server listed it.
 pub fn mcp_tool(declaration: &Declaration) -> McpTool {
     let meta = &declaration.meta;
-    let annotations = ToolAnnotations::from_raw(
-        None,
-        Some(meta.read_only),
-        // MCP's default for destructiveHint is true; say what the tool declared.
-        Some(meta.destructive && !meta.read_only),
-        Some(meta.idempotent),
-        Some(meta.open_world),
-    );
+    let hints = [
+        meta.read_only,
+        meta.destructive,
+        meta.idempotent,
+        meta.open_world,
+    ];
     let mut tool = McpTool::new(
         declaration.name.to_string(),
         declaration.description.clone(),
         Arc::new(declaration.input_schema.clone()),
-    )
-    .with_annotations(annotations);
+    );
+    if declaration.description.is_empty() {
+        tool.description = None;
+    }
+    tool.title = declaration.title.clone();
+    if hints.iter().any(Option::is_some) {
+        tool = tool.with_annotations(ToolAnnotations::from_raw(
+            None,
+            meta.read_only,
+            meta.destructive,
+            meta.idempotent,
+            meta.open_world,
+        ));
+    }
     if let Some(output) = &declaration.output_schema {
         tool = tool.with_raw_output_schema(Arc::new(output.clone()));
     }
@@ -135,21 +149,37 @@ mod tests {
     }
 
     #[test]
-    fn annotations_carry_every_behaviour_hint() {
+    fn annotations_carry_the_declared_hints_only() {
         let tool = mcp_tool(&declaration().read_only().idempotent().open_world());
-        let a = tool.annotations.expect("annotations are always sent");
+        let a = tool.annotations.expect("declared hints are sent");
         assert_eq!(a.read_only_hint, Some(true));
         assert_eq!(a.destructive_hint, Some(false));
         assert_eq!(a.idempotent_hint, Some(true));
         assert_eq!(a.open_world_hint, Some(true));
 
-        let tool = mcp_tool(&declaration().destructive());
+        let tool = mcp_tool(&declaration().destructive().closed_world());
         let a = tool.annotations.unwrap();
-        assert_eq!(a.read_only_hint, Some(false));
+        assert_eq!(a.read_only_hint, None);
         assert_eq!(a.destructive_hint, Some(true));
-        assert_eq!(a.idempotent_hint, Some(false));
+        assert_eq!(a.idempotent_hint, None);
         assert_eq!(a.open_world_hint, Some(false));
         assert!(tool.output_schema.is_none());
+
+        // Nothing declared: no annotations, so clients apply MCP's defaults.
+        let tool = mcp_tool(&declaration());
+        assert!(tool.annotations.is_none());
+        assert!(tool.title.is_none());
+    }
+
+    #[test]
+    fn title_is_listed_and_an_empty_description_is_left_out() {
+        let decl = Declaration::new("probe", "")
+            .unwrap()
+            .with_title(Some("Probe".into()));
+        let tool = serde_json::to_value(mcp_tool(&decl)).unwrap();
+        assert_eq!(tool["title"], "Probe");
+        assert!(tool.get("description").is_none(), "{tool}");
+        assert!(tool.get("annotations").is_none(), "{tool}");
     }
 
     #[test]

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData as RpcError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
@@ -226,6 +227,70 @@ impl ToolServer {
 }
 
 /// A digest of declarations, to tell whether the tool list changed.
+/// The error for a request rmcp could not read as a request it knows.
+///
+/// rmcp hands a request whose params do not fit its method (a `tools/call` without `name`,
+/// or with `arguments` that are not an object) to the handler as a custom request; its
+/// default answer, -32601 with the bare method name, tells the client the method does not
+/// exist. A method this server serves gets -32602 (invalid params) saying what is wrong; any
+/// other gets -32601 naming the method.
+fn unreadable_request(method: &str, params: Option<&Value>) -> RpcError {
+    let why = match method {
+        "tools/call" => Some(call_params_problem(params)),
+        "tools/list" => Some(params_problem::<PaginatedRequestParams>(params)),
+        _ => None,
+    };
+    match why {
+        Some(why) => RpcError::invalid_params(format!("invalid params for {method}: {why}"), None),
+        None => RpcError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+            None,
+        ),
+    }
+}
+
+/// What is wrong with the params of a `tools/call`, in the client's terms.
+fn call_params_problem(params: Option<&Value>) -> String {
+    let Some(Value::Object(params)) = params else {
+        return "params must be an object with the tool's \"name\"".into();
+    };
+    match (params.get("name"), params.get("arguments")) {
+        (None, _) => "\"name\" (the tool to call) is missing".into(),
+        (Some(name), _) if !name.is_string() => {
+            format!("\"name\" must be a string, got {}", json_kind(name))
+        }
+        (_, Some(args)) if !args.is_object() && !args.is_null() => {
+            format!(
+                "\"arguments\" must be an object of named arguments, got {}",
+                json_kind(args)
+            )
+        }
+        _ => params_problem::<CallToolRequestParams>(Some(&Value::Object(params.clone()))),
+    }
+}
+
+/// What kind of JSON value `value` is, for messages that must not echo a large value.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The deserializer's complaint about `params` as a `T` (or a generic one if it has none).
+fn params_problem<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> String {
+    let params = params.cloned().unwrap_or(Value::Object(Default::default()));
+    match serde_json::from_value::<T>(params) {
+        Err(err) => err.to_string(),
+        Ok(_) => "the params do not fit the method".into(),
+    }
+}
+
 fn fingerprint(declarations: &[toolbelt_core::Declaration]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -367,6 +432,14 @@ impl ServerHandler for ToolServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, RpcError> {
         self.run_call(request, context).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, RpcError> {
+        Err(unreadable_request(&request.method, request.params.as_ref()))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

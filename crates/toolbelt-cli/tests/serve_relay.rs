@@ -1,0 +1,318 @@
+//! `toolbelt serve` as a faithful relay of an aggregated server (the Python SDK fixture
+//! server): tools listed as that server lists them (absent annotations stay absent, `title`
+//! kept, a missing description stays missing), a result with a content block of an unknown
+//! type passed on, and JSON-RPC's -32602 for a `tools/call` whose params are malformed, over
+//! stdio and HTTP. The JSON-RPC is written by hand so nothing between the test and the wire
+//! normalises it.
+
+mod serve_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use serve_support::*;
+
+/// A served directory whose `mcp.json` aggregates the Python fixture server alone.
+fn served_with_py() -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config =
+        json!({"mcpServers": {"py": {"command": "python3", "args": [py_server(), "stdio"]}}});
+    std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
+    let args = vec![
+        "serve".into(),
+        "--dir".into(),
+        dir.path().display().to_string(),
+        "--mcp-config".into(),
+        dir.path().join("mcp.json").display().to_string(),
+    ];
+    (dir, args)
+}
+
+fn py_server() -> String {
+    let path = workspace().join("crates/toolbelt-mcp/tests/fixtures/py_server.py");
+    assert!(path.exists(), "the Python fixture server is missing");
+    path.display().to_string()
+}
+
+/// An MCP server over stdio spoken to in raw JSON-RPC lines; killed when dropped.
+struct RawStdio {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl RawStdio {
+    /// Starts `program args…` and completes the `initialize` handshake.
+    fn start(program: &str, args: &[String]) -> Self {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut peer = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        let init = peer.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        peer
+    }
+
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns the response to it (skipping notifications).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let mut message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method});
+        if !params.is_null() {
+            message["params"] = params;
+        }
+        self.request_raw(message)
+    }
+
+    /// Sends `message` (given an id here) and returns the response with that id.
+    fn request_raw(&mut self, mut message: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        message["id"] = json!(id);
+        self.send(&message);
+        loop {
+            let mut line = String::new();
+            let read = self.stdout.read_line(&mut line).expect("read a line");
+            assert!(
+                read > 0,
+                "the server closed stdout before answering {message}"
+            );
+            let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if value.get("id") == Some(&json!(id)) {
+                return value;
+            }
+        }
+    }
+
+    /// The listed tools by name.
+    fn tools(&mut self) -> Vec<Value> {
+        let listed = self.request("tools/list", json!({}));
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {listed}"))
+            .clone()
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {tools:?}"))
+}
+
+#[test]
+fn aggregated_tools_are_listed_as_their_server_lists_them() {
+    let mut direct = RawStdio::start("python3", &[py_server(), "stdio".into()]);
+    let upstream = direct.tools();
+    let (_dir, args) = served_with_py();
+    let mut serve = RawStdio::start(toolbelt(), &args);
+    let relayed = serve.tools();
+
+    // `add`: no annotations; `titled`: a title, no description, no annotations; `echo` and
+    // `mixed`: some hints declared, the others not.
+    for name in ["add", "titled", "echo", "mixed"] {
+        let (up, re) = (find(&upstream, name), find(&relayed, name));
+        for field in ["title", "description", "annotations"] {
+            assert_eq!(
+                up.get(field),
+                re.get(field),
+                "{name}.{field}: upstream {up}\nrelayed {re}"
+            );
+        }
+    }
+    // The cases the loop covers are really there.
+    assert!(find(&relayed, "add").get("annotations").is_none());
+    assert_eq!(find(&relayed, "titled")["title"], "A Titled Tool");
+    assert!(find(&relayed, "titled").get("description").is_none());
+    assert_eq!(
+        find(&relayed, "echo")["annotations"],
+        json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false})
+    );
+}
+
+#[test]
+fn an_unknown_content_block_does_not_fail_the_call() {
+    let (_dir, args) = served_with_py();
+    let mut serve = RawStdio::start(toolbelt(), &args);
+    let answer = serve.request("tools/call", json!({"name": "video", "arguments": {}}));
+    let result = &answer["result"];
+    assert_ne!(result["isError"], true, "{answer}");
+    let content = result["content"].as_array().expect("content");
+    let texts: Vec<&str> = content.iter().filter_map(|b| b["text"].as_str()).collect();
+    assert_eq!(content.len(), 3, "{answer}");
+    assert_eq!(texts[0], "before the video");
+    assert_eq!(texts[2], "after the video");
+    // The unknown block is kept, as its raw JSON.
+    let kept: Value = serde_json::from_str(texts[1]).expect("the block's JSON");
+    assert_eq!(
+        kept,
+        json!({"type": "video", "mimeType": "video/mp4", "data": "AAAA"})
+    );
+}
+
+/// Malformed `tools/call` params and the words the error message must contain.
+fn bad_calls() -> Vec<(Value, &'static str)> {
+    vec![
+        (json!({"arguments": {}}), "\"name\""),
+        (
+            json!({"name": "Read", "arguments": ["a", "b"]}),
+            "\"arguments\" must be an object",
+        ),
+        (json!({"name": 7}), "\"name\" must be a string"),
+    ]
+}
+
+fn assert_invalid_params(answer: &Value, expect: &str) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("tools/call") && message.contains(expect),
+        "{message:?} should name tools/call and say {expect:?}"
+    );
+}
+
+#[test]
+fn malformed_call_params_get_invalid_params_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = RawStdio::start(
+        toolbelt(),
+        &[
+            "serve".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+        ],
+    );
+    for (params, expect) in bad_calls() {
+        let answer = serve.request("tools/call", params);
+        assert_invalid_params(&answer, expect);
+    }
+    // Without params at all.
+    let answer = serve.request_raw(json!({"jsonrpc": "2.0", "method": "tools/call"}));
+    assert_invalid_params(&answer, "\"name\"");
+    // An unknown method is still -32601, and says which.
+    let answer = serve.request("no/such/method", json!({}));
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no/such/method")
+    );
+    // The session still works.
+    assert!(!serve.tools().is_empty());
+}
+
+/// One raw HTTP POST to `/mcp`; returns the response head and the JSON-RPC message in its
+/// body (plain JSON or the `data:` of an SSE event carrying an id).
+fn post(authority: &str, headers: &[(&str, &str)], body: &Value) -> (String, Option<Value>) {
+    let body = body.to_string();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response).to_string();
+    let (head, rest) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let message = rest
+        .lines()
+        .map(|line| line.trim_start_matches("data:").trim())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|value| value.get("id").is_some());
+    (head.to_string(), message)
+}
+
+fn session_id(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"))
+}
+
+#[test]
+fn malformed_call_params_get_invalid_params_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        Path::new(dir.path()).display().to_string(),
+        "--no-auth".into(),
+    ]);
+    let at = server.authority();
+    let (head, init) = post(
+        &at,
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    assert!(init.is_some_and(|i| i.get("result").is_some()), "{head}");
+    let session = session_id(&head);
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-06-18"),
+    ];
+    post(
+        &at,
+        &headers,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    for (n, (params, expect)) in bad_calls().into_iter().enumerate() {
+        let (head, answer) = post(
+            &at,
+            &headers,
+            &json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": params}),
+        );
+        let answer = answer.unwrap_or_else(|| panic!("no JSON-RPC answer: {head}"));
+        assert_eq!(answer["id"], 10 + n);
+        assert_invalid_params(&answer, expect);
+    }
+}

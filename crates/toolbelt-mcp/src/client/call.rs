@@ -1,0 +1,66 @@
+//! Sending one `tools/call`: rmcp's request, read leniently, cancelled when abandoned.
+//!
+//! rmcp's own `call_tool` refuses a whole result when one content block is of a type it does
+//! not know (the result no longer parses as a `CallToolResult`, so rmcp reports an
+//! unexpected response). Here the raw result rmcp hands back in that case is read block by
+//! block instead (see [`lenient_call_result`]).
+
+use rmcp::ServiceError;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
+
+use super::mapping::lenient_call_result;
+
+/// Sends `tools/call` and waits for its result. Dropping the future before the answer
+/// sends `notifications/cancelled` for the request.
+pub(super) async fn call_tool(
+    peer: Peer<RoleClient>,
+    params: CallToolRequestParams,
+) -> Result<CallToolResult, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let mut guard = CancelOnDrop {
+        peer: Some(peer),
+        id: handle.id.clone(),
+    };
+    let result = handle.await_response().await;
+    guard.peer = None;
+    match result? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        // No content at all is an empty result.
+        ServerResult::EmptyResult(_) => Ok(CallToolResult::default()),
+        ServerResult::CustomResult(raw) => {
+            lenient_call_result(raw.0).ok_or(ServiceError::UnexpectedResponse)
+        }
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Tells the server a request was abandoned, unless disarmed (its `peer` taken) first.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let param = CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("request abandoned by the caller".into()),
+        );
+        // Drop cannot wait; the notification goes out from a task of its own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(param).await;
+            });
+        }
+    }
+}
