@@ -180,3 +180,49 @@ fn optional_properties_are_typed_without_a_null_union() {
         }
     }
 }
+
+#[test]
+fn an_explicit_null_for_an_optional_property_still_means_not_given() {
+    // The schemas no longer say `null`, but models send it: the executor's validation and the
+    // tool's decoding both take it as "not given".
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    for (tool, args, expected) in [
+        (
+            "Read",
+            r#"{"file_path": "notes.txt", "offset": null, "limit": null}"#,
+            "alpha",
+        ),
+        (
+            "Grep",
+            r#"{"pattern": "beta", "output_mode": null, "-A": null, "head_limit": null}"#,
+            "notes.txt",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolbelt"))
+            .current_dir(dir.path())
+            .args(["tools", "call", tool, args])
+            .output()
+            .expect("run toolbelt");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{tool} {args}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains(expected), "{tool} {args}: {stdout}");
+    }
+    // A null where a value is required is still refused, with the property named.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolbelt"))
+        .current_dir(dir.path())
+        .args(["tools", "call", "Read", r#"{"file_path": null}"#])
+        .output()
+        .expect("run toolbelt");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("file_path"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -50,6 +50,15 @@ impl ValidatorCache {
         if validator.is_valid(args) {
             return Ok(());
         }
+        // An explicit `null` for an optional property means "not given": models send it often,
+        // and typed tools decode it as `None`, though portable schemas type optional properties
+        // without a `null` union (see `toolbelt_core::schema::schema_for`).
+        let schema = Value::Object(tool.declaration().input_schema.clone());
+        let mut without_nulls = args.clone();
+        if drop_optional_nulls(&schema, &mut without_nulls, 0) && validator.is_valid(&without_nulls)
+        {
+            return Ok(());
+        }
         let violations = validator
             .iter_errors(args)
             .map(|error| {
@@ -125,4 +134,42 @@ impl ValidatorCache {
 
 fn entry_schema(schema: &JsonObject) -> Arc<JsonObject> {
     Arc::new(schema.clone())
+}
+
+/// Removes the `null` values of properties that `schema` does not require, following nested
+/// `properties` and `items` (to a bounded depth); whether any were removed.
+fn drop_optional_nulls(schema: &Value, value: &mut Value, depth: usize) -> bool {
+    const MAX_DEPTH: usize = 32;
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let mut dropped = false;
+    match value {
+        Value::Object(object) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return false;
+            };
+            let required = schema.get("required").and_then(Value::as_array);
+            let is_required = |name: &str| required.is_some_and(|r| r.iter().any(|n| n == name));
+            object.retain(|name, v| {
+                let drop = v.is_null() && properties.contains_key(name) && !is_required(name);
+                dropped |= drop;
+                !drop
+            });
+            for (name, v) in object.iter_mut() {
+                if let Some(sub) = properties.get(name) {
+                    dropped |= drop_optional_nulls(sub, v, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = schema.get("items") {
+                for item in items {
+                    dropped |= drop_optional_nulls(sub, item, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    dropped
 }
