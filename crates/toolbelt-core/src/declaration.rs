@@ -147,8 +147,9 @@ impl Declaration {
         self
     }
 
-    /// Marks the tool destructive.
+    /// Marks the tool destructive (and therefore not read-only).
     pub fn destructive(mut self) -> Self {
+        self.meta.read_only = Some(false);
         self.meta.destructive = Some(true);
         self
     }

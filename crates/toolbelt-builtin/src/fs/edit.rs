@@ -51,7 +51,7 @@ pub fn edit_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(edit(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.destructive().concurrency_safe(false));
+    .map_declaration(|d| d.destructive().closed_world().concurrency_safe(false));
     Ok(Arc::new(tool))
 }
 

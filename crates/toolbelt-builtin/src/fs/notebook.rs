@@ -195,7 +195,7 @@ pub fn notebook_edit_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(notebook_edit(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.destructive().concurrency_safe(false));
+    .map_declaration(|d| d.destructive().closed_world().concurrency_safe(false));
     Ok(Arc::new(tool))
 }
 

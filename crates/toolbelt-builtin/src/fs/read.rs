@@ -49,7 +49,12 @@ pub fn read_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(read(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.read_only().idempotent().concurrency_safe(true));
+    .map_declaration(|d| {
+        d.read_only()
+            .idempotent()
+            .closed_world()
+            .concurrency_safe(true)
+    });
     Ok(std::sync::Arc::new(tool))
 }
 

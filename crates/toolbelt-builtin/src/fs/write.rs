@@ -38,7 +38,7 @@ pub fn write_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(write(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.destructive().concurrency_safe(false));
+    .map_declaration(|d| d.destructive().closed_world().concurrency_safe(false));
     Ok(Arc::new(tool))
 }
 

@@ -43,7 +43,12 @@ pub fn glob_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(glob(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.read_only().idempotent().concurrency_safe(true));
+    .map_declaration(|d| {
+        d.read_only()
+            .idempotent()
+            .closed_world()
+            .concurrency_safe(true)
+    });
     Ok(Arc::new(tool))
 }
 

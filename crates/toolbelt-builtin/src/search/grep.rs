@@ -95,7 +95,12 @@ pub fn grep_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(grep(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.read_only().idempotent().concurrency_safe(true));
+    .map_declaration(|d| {
+        d.read_only()
+            .idempotent()
+            .closed_world()
+            .concurrency_safe(true)
+    });
     Ok(Arc::new(tool))
 }
 

@@ -122,7 +122,7 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
             let state = output_state.clone();
             async move { task_output(&state, ctx, args).await }
         })?
-        .map_declaration(|d| d.read_only().concurrency_safe(true));
+        .map_declaration(|d| d.read_only().closed_world().concurrency_safe(true));
 
     let stop_state = state.clone();
     let task_stop =
@@ -130,7 +130,7 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
             let state = stop_state.clone();
             async move { task_stop(&state, args).await }
         })?
-        .map_declaration(|d| d.destructive().concurrency_safe(true));
+        .map_declaration(|d| d.destructive().closed_world().concurrency_safe(true));
 
     Ok(vec![
         Arc::new(bash),

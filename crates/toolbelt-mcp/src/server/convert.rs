@@ -159,7 +159,7 @@ mod tests {
 
         let tool = mcp_tool(&declaration().destructive().closed_world());
         let a = tool.annotations.unwrap();
-        assert_eq!(a.read_only_hint, None);
+        assert_eq!(a.read_only_hint, Some(false));
         assert_eq!(a.destructive_hint, Some(true));
         assert_eq!(a.idempotent_hint, None);
         assert_eq!(a.open_world_hint, Some(false));
