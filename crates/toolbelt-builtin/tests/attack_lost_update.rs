@@ -16,6 +16,7 @@ use toolbelt_core::{ToolContext, ToolSet};
 use toolbelt_exec::{
     BatchOptions, CallResult, ExecutionMode, Executor, Registry, ToolCall, ToolSetRefresh,
 };
+use toolbelt_testkit::assert_no_lost_update;
 
 const TRIALS: usize = 50;
 /// Edits per trial, one per line.
@@ -49,30 +50,6 @@ async fn executor_over(set: BuiltinToolSet) -> Executor {
         .await
         .expect("list the set");
     Executor::new(registry)
-}
-
-/// Checks one trial's outcome: every Edit reported as done is in the file, and every other
-/// one failed with a message that says why. Returns how many landed.
-fn assert_no_lost_update(file: &Path, results: &[(usize, bool, String)]) -> usize {
-    let text = std::fs::read_to_string(file).unwrap();
-    let mut landed = 0;
-    for (line, ok, message) in results {
-        let edited = format!("line {line} EDITED\n");
-        if *ok {
-            assert!(
-                text.contains(&edited),
-                "the Edit of line {line} was reported done but is not in the file:\n{text}"
-            );
-            landed += 1;
-        } else {
-            assert!(
-                message.contains("since it was read") || message.contains("Read it"),
-                "a refused Edit must say why: {message}"
-            );
-            assert!(!text.contains(&edited), "a refused Edit changed the file");
-        }
-    }
-    landed
 }
 
 fn outcome(line: usize, result: &CallResult) -> (usize, bool, String) {

@@ -12,6 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolbelt_testkit::assert_no_lost_update;
 
 const TRIALS: usize = 50;
 
@@ -32,30 +33,6 @@ fn edit_args(file: &str, line: usize) -> Value {
         "old_string": format!("line {line} original"),
         "new_string": format!("line {line} EDITED"),
     })
-}
-
-/// Checks that every Edit reported as done is in `file`, and that each refused one says
-/// why. Returns how many landed.
-fn assert_no_lost_update(file: &Path, results: &[(usize, bool, String)]) -> usize {
-    let text = std::fs::read_to_string(file).unwrap();
-    let mut landed = 0;
-    for (line, ok, message) in results {
-        let edited = format!("line {line} EDITED\n");
-        if *ok {
-            assert!(
-                text.contains(&edited),
-                "the Edit of line {line} was reported done but is not in the file:\n{text}"
-            );
-            landed += 1;
-        } else {
-            assert!(
-                message.contains("since it was read") || message.contains("Read it"),
-                "a refused Edit must say why: {message}"
-            );
-            assert!(!text.contains(&edited), "a refused Edit changed the file");
-        }
-    }
-    landed
 }
 
 /// `toolbelt serve --stdio` on `dir`, initialized, with its answers collected by id.

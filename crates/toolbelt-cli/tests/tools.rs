@@ -368,13 +368,7 @@ fn wait_for_pid(path: &Path) -> i32 {
 
 /// Whether `pid` is a live process (a zombie counts as gone: it no longer runs).
 fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    toolbelt_testkit::is_running(pid as u32)
 }
 
 fn workspace() -> PathBuf {

@@ -9,28 +9,12 @@ use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 
 /// Whether `pid` is gone: no such process, or a zombie (dead, waiting for its parent to reap).
 pub fn process_is_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                .unwrap_or("?");
-            state == "Z" || state == "X"
-        }
-    }
+    !toolbelt_testkit::is_running(pid)
 }
 
 /// Polls (bounded) until `pid` is gone; a killed process takes a moment to be torn down.
 pub fn wait_until_gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if process_is_gone(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    toolbelt_testkit::wait_until_gone(pid, Duration::from_secs(10))
 }
 
 /// Waits (bounded) for a pid file written by a test command and reads it.

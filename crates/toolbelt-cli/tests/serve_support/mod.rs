@@ -261,28 +261,12 @@ pub fn signal(pid: u32, name: &str) {
         .status();
 }
 
-/// Whether a process is running (a zombie counts as gone: it has exited).
-pub fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name.
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-        Err(_) => false,
-    }
-}
+#[allow(unused_imports)] // not every test binary that includes this module uses it
+pub use toolbelt_testkit::is_running;
 
 /// Waits (bounded) until `pid` is gone; true if it went.
 pub fn wait_gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if !is_running(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
+    toolbelt_testkit::wait_until_gone(pid, Duration::from_secs(15))
 }
 
 /// A raw HTTP/1.1 POST of an `initialize` request; returns the status code.

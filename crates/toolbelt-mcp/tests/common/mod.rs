@@ -157,17 +157,8 @@ pub fn process_exists(pid: u32) -> bool {
     }
 }
 
-/// Whether `pid` is running; a zombie (exited, waiting to be collected by a parent that is
-/// not us) counts as gone.
-pub fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-        Err(_) => false,
-    }
-}
+#[allow(unused_imports)] // not every test binary that includes this module uses it
+pub use toolbelt_testkit::is_running;
 
 /// Waits (bounded, 15 s) until `pid` is no longer running; true if it stopped.
 pub async fn stops_running(pid: u32) -> bool {

@@ -1,0 +1,69 @@
+//! # toolbelt-testkit: test helpers shared by Toolbelt's crates
+//!
+//! A dev-dependency only: what more than one crate's tests need, written once. Each crate's
+//! own `tests/*_support` module keeps what only its tests use.
+//!
+//! ```
+//! // This process is running; a pid that was never handed out is not.
+//! assert!(toolbelt_testkit::is_running(std::process::id()));
+//! assert!(!toolbelt_testkit::is_running(u32::MAX));
+//! ```
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Whether `pid` is a running process. A zombie (exited, not yet collected by its parent)
+/// counts as gone: it runs no code and holds nothing but its exit status.
+pub fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the command name, which is in parentheses and may itself
+        // contain spaces or parentheses: take what follows the last `)`.
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Polls until `pid` is no longer running, for at most `limit`; true if it went. A killed
+/// process takes a moment to be torn down, so tests wait for it rather than look once.
+pub fn wait_until_gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if !is_running(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lost-update check of the concurrent-Edit attack tests: each result is
+/// `(line, reported_done, message)` for an Edit that changed `line {line}` into
+/// `line {line} EDITED`. Every Edit reported as done must be in `file`; every other one must
+/// have been refused with a message that says why and must have changed nothing. Returns how
+/// many landed.
+pub fn assert_no_lost_update(file: &Path, results: &[(usize, bool, String)]) -> usize {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut landed = 0;
+    for (line, done, message) in results {
+        let edited = format!("line {line} EDITED\n");
+        if *done {
+            assert!(
+                text.contains(&edited),
+                "the Edit of line {line} was reported done but is not in the file:\n{text}"
+            );
+            landed += 1;
+        } else {
+            assert!(
+                message.contains("since it was read") || message.contains("Read it"),
+                "a refused Edit must say why: {message}"
+            );
+            assert!(!text.contains(&edited), "a refused Edit changed the file");
+        }
+    }
+    landed
+}
