@@ -1,6 +1,6 @@
 //! `toolbelt serve` as a faithful relay of an aggregated server (the Python SDK fixture
 //! server): tools listed as that server lists them (absent annotations stay absent, `title`
-//! kept, a missing description stays missing), a result with a content block of an unknown
+//! and `_meta` kept, a missing description stays missing), a result with a content block of an unknown
 //! type passed on, and JSON-RPC's -32602 for a `tools/call` whose params are malformed, over
 //! stdio and HTTP. The JSON-RPC is written by hand so nothing between the test and the wire
 //! normalises it.
@@ -142,11 +142,11 @@ fn aggregated_tools_are_listed_as_their_server_lists_them() {
     let mut serve = RawStdio::start(toolbelt(), &args);
     let relayed = serve.tools();
 
-    // `add`: no annotations; `titled`: a title, no description, no annotations; `echo` and
+    // `add`: no annotations; `titled`: a title and a `_meta`, no description, no annotations; `echo` and
     // `mixed`: some hints declared, the others not.
     for name in ["add", "titled", "echo", "mixed"] {
         let (up, re) = (find(&upstream, name), find(&relayed, name));
-        for field in ["title", "description", "annotations"] {
+        for field in ["title", "description", "annotations", "_meta"] {
             assert_eq!(
                 up.get(field),
                 re.get(field),
@@ -158,6 +158,10 @@ fn aggregated_tools_are_listed_as_their_server_lists_them() {
     assert!(find(&relayed, "add").get("annotations").is_none());
     assert_eq!(find(&relayed, "titled")["title"], "A Titled Tool");
     assert!(find(&relayed, "titled").get("description").is_none());
+    assert_eq!(
+        find(&relayed, "titled")["_meta"],
+        json!({"fixture/owner": "toolbelt-tests"})
+    );
     assert_eq!(
         find(&relayed, "echo")["annotations"],
         json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false})

@@ -82,6 +82,9 @@ pub struct Declaration {
     /// Behaviour hints.
     #[serde(default)]
     pub meta: ToolMeta,
+    /// Metadata for clients, not the model (MCP's `_meta` on a tool), carried unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_meta: Option<JsonObject>,
 }
 
 /// The schema of a tool that takes no arguments.
@@ -113,6 +116,7 @@ impl Declaration {
             input_schema: empty_object_schema(),
             output_schema: None,
             meta: ToolMeta::default(),
+            client_meta: None,
         })
     }
 

@@ -140,7 +140,8 @@ pub fn map_annotations(annotations: Option<&ToolAnnotations>) -> ToolMeta {
 /// Builds the declaration a model sees for an MCP tool, under `exposed_name`.
 ///
 /// The description is the server's (empty when it sent none); the title is the tool's
-/// `title`, or the one in its annotations.
+/// `title`, or the one in its annotations; the tool's `_meta` is kept as
+/// [`Declaration::client_meta`].
 pub fn declaration(tool: &McpToolInfo, exposed_name: &str) -> Option<Declaration> {
     let description = tool.description.as_deref().unwrap_or_default().to_string();
     let title = tool
@@ -157,6 +158,7 @@ pub fn declaration(tool: &McpToolInfo, exposed_name: &str) -> Option<Declaration
     }
     decl.output_schema = tool.output_schema.as_deref().cloned();
     decl.meta = map_annotations(tool.annotations.as_ref());
+    decl.client_meta = tool.meta.as_ref().map(|meta| meta.0.clone());
     Some(decl)
 }
 

@@ -9,8 +9,8 @@ use rmcp::model::{
 };
 use toolbelt_core::{ContentBlock, Declaration, Payload, ToolError, ToolOutput};
 
-/// An MCP tool listing entry for a declaration: name, title, description, schemas and
-/// annotations from the behaviour hints.
+/// An MCP tool listing entry for a declaration: name, title, description, schemas,
+/// annotations from the behaviour hints and `_meta` from the client metadata.
 ///
 /// Only what was declared is listed: a tool without hints gets no annotations, an undeclared
 /// hint is left out (so clients apply MCP's cautious defaults) and an empty description is
@@ -32,6 +32,10 @@ pub fn mcp_tool(declaration: &Declaration) -> McpTool {
         tool.description = None;
     }
     tool.title = declaration.title.clone();
+    tool.meta = declaration
+        .client_meta
+        .clone()
+        .map(rmcp::model::MetaObject::from);
     if hints.iter().any(Option::is_some) {
         tool = tool.with_annotations(ToolAnnotations::from_raw(
             None,
