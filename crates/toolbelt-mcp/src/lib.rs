@@ -19,10 +19,12 @@
 //!   ([`FailureKind`]) so that only connection failures are retried.
 //!
 //! Results map onto [`toolbelt_core::ToolOutput`]: text, image, audio, resource links and
-//! embedded resources become content blocks; `structuredContent` is the structured result
+//! embedded resources become content blocks (a block of a type this crate does not know is
+//! kept as its raw JSON in a text block); `structuredContent` is the structured result
 //! (and the model's text when no content came); `isError` is a result-level failure;
 //! `_meta` is [`ToolOutput::meta`](toolbelt_core::ToolOutput::meta). MCP annotations become
-//! [`ToolMeta`](toolbelt_core::ToolMeta) (see [`map_annotations`]).
+//! [`ToolMeta`](toolbelt_core::ToolMeta) hint for hint, an absent hint staying undeclared
+//! (see [`map_annotations`]).
 //!
 //! ## Example
 //!
