@@ -96,7 +96,7 @@ fn failing_then_ok(
 ) -> DynTool {
     let attempts = attempts.clone();
     let meta = ToolMeta {
-        idempotent,
+        idempotent: Some(idempotent),
         ..ToolMeta::default()
     };
     tool(name, any_object(), meta, move |_, _| {
@@ -197,7 +197,7 @@ async fn retry_leaves_result_level_failures_alone_by_default() {
         "soft",
         any_object(),
         ToolMeta {
-            idempotent: true,
+            idempotent: Some(true),
             ..ToolMeta::default()
         },
         move |_, _| {
@@ -257,7 +257,7 @@ async fn a_custom_retry_on_sees_the_attempt_and_can_retry_result_failures() {
         "soft",
         any_object(),
         ToolMeta {
-            idempotent: true,
+            idempotent: Some(true),
             ..ToolMeta::default()
         },
         move |_, _| {
