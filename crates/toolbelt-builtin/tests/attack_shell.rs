@@ -169,6 +169,25 @@ async fn dropping_a_running_call_kills_every_escaper() {
     }
 }
 
+/// Polls the task's output (without blocking, bounded) until it contains `text`.
+async fn wait_for_output(shell: &ShellTools, task: &str, text: &str) {
+    let mut seen = String::new();
+    for _ in 0..500 {
+        let out = call(
+            &tool(shell, "TaskOutput"),
+            json!({"task_id": task, "block": false}),
+        )
+        .await
+        .unwrap();
+        seen.push_str(&out.llm_text());
+        if seen.contains(text) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the task never printed {text:?}; its output: {seen}");
+}
+
 fn task_id(out: &ToolOutput) -> String {
     out.meta.as_ref().unwrap()["task_id"]
         .as_str()
@@ -190,6 +209,9 @@ async fn task_stop_and_closing_the_set_kill_every_escaper_of_a_task() {
         .await
         .unwrap();
         let pids = read_pids(&dir.path().join("pids"), 4).await;
+        // Stop the task once its shell sits in the lingering `sleep`: while it still runs the
+        // wait loop, a short-lived `wc` or `sleep 0.01` may be counted too.
+        wait_for_output(&shell, &task_id(&first), "escaped").await;
         let stopped = call(
             &tool(&shell, "TaskStop"),
             json!({"task_id": task_id(&first)}),
