@@ -8,10 +8,8 @@
 mod serve_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use serve_support::*;
@@ -243,22 +241,7 @@ fn malformed_call_params_get_invalid_params_over_stdio() {
 /// One raw HTTP POST to `/mcp`; returns the response head and the JSON-RPC message in its
 /// body (plain JSON or the `data:` of an SSE event carrying an id).
 fn post(authority: &str, headers: &[(&str, &str)], body: &Value) -> (String, Option<Value>) {
-    let body = body.to_string();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    let mut stream = TcpStream::connect(authority).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
+    let mut stream = send_post(authority, headers, &body.to_string());
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
     let response = String::from_utf8_lossy(&response).to_string();

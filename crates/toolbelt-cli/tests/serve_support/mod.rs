@@ -278,21 +278,7 @@ pub fn post_initialize(authority: &str, headers: &[(&str, &str)]) -> u16 {
 /// head (status line and headers).
 pub fn post_initialize_head(authority: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    let mut stream = TcpStream::connect(authority).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
+    let mut stream = send_post(authority, headers, body);
     // Read up to the end of the head; the body (an SSE stream) may stay open.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -308,4 +294,25 @@ pub fn post_initialize_head(authority: &str, headers: &[(&str, &str)]) -> (u16, 
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("bad response head {head:?}"));
     (status, head)
+}
+
+/// Sends one raw HTTP/1.1 POST of `body` to `/mcp` (JSON, both reply kinds accepted, the
+/// connection closed after the reply) and returns the stream to read the response from.
+pub fn send_post(authority: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let mut stream = TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
 }
