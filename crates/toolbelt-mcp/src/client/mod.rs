@@ -10,7 +10,7 @@
 mod call;
 mod mapping;
 mod session;
-mod tool;
+pub(crate) mod tool;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};

@@ -59,7 +59,9 @@ pub(crate) fn parse_arguments(args: &str) -> Result<Option<JsonObject>, ToolErro
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, for messages that must not echo a large value (also
+/// used by the server's answers to malformed requests).
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

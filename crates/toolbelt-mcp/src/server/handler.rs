@@ -19,6 +19,7 @@ use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{Executor, ToolCall};
 
 use super::convert::{call_result, error_result, mcp_tool};
+use crate::client::tool::json_kind;
 
 /// How often a long call without reports of its own tells a watching client it is alive.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
@@ -267,18 +268,6 @@ fn call_params_problem(params: Option<&Value>) -> String {
             )
         }
         _ => params_problem::<CallToolRequestParams>(Some(&Value::Object(params.clone()))),
-    }
-}
-
-/// What kind of JSON value `value` is, for messages that must not echo a large value.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
