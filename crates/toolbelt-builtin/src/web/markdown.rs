@@ -39,14 +39,7 @@ pub(crate) fn to_markdown(
             Step::Enter(node) => match &node.data {
                 NodeData::Text { contents } => writer.text(&contents.borrow()),
                 NodeData::Document => {
-                    pending.extend(
-                        node.children
-                            .borrow()
-                            .iter()
-                            .rev()
-                            .cloned()
-                            .map(Step::Enter),
-                    );
+                    push_children(&mut pending, &node);
                 }
                 NodeData::Element { .. } => {
                     let name = element_name(&node).unwrap_or_default();
@@ -55,14 +48,7 @@ pub(crate) fn to_markdown(
                     }
                     let close = writer.enter(name, &node);
                     pending.push(Step::Leave(close));
-                    pending.extend(
-                        node.children
-                            .borrow()
-                            .iter()
-                            .rev()
-                            .cloned()
-                            .map(Step::Enter),
-                    );
+                    push_children(&mut pending, &node);
                 }
                 _ => {}
             },
@@ -74,6 +60,18 @@ pub(crate) fn to_markdown(
 enum Step {
     Enter(Handle),
     Leave(Close),
+}
+
+/// Queues `node`'s children to be entered next, first child on top.
+fn push_children(pending: &mut Vec<Step>, node: &Handle) {
+    pending.extend(
+        node.children
+            .borrow()
+            .iter()
+            .rev()
+            .cloned()
+            .map(Step::Enter),
+    );
 }
 
 /// What leaving an element does, decided when entering it.
