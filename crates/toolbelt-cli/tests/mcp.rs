@@ -70,45 +70,59 @@ struct HttpServer {
 }
 
 impl HttpServer {
-    fn start(mut command: Command, port: u16) -> Self {
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut child = command.spawn().expect("start the server");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("the server exited early with {status}");
+    /// Starts the server `command(port)` builds on a free port. A port picked free can be
+    /// taken by another test's server before ours binds it; ours then exits, and it is
+    /// started again on another port (a connect alone would reach the other server).
+    fn start(command: impl Fn(u16) -> Command) -> Self {
+        for _ in 0..3 {
+            let port = free_port();
+            let mut child = command(port)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start the server");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok()
+                    && toolbelt_testkit::pid_listens_on(child.id(), port)
+                {
+                    return Self { child, port };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // most likely the port was taken: try another
+                }
+                assert!(Instant::now() < deadline, "the server did not start");
+                std::thread::sleep(Duration::from_millis(50));
             }
-            assert!(Instant::now() < deadline, "the server did not start");
-            std::thread::sleep(Duration::from_millis(50));
         }
-        Self { child, port }
+        panic!("the server exited early three times (see its output by running it by hand)");
     }
 
     /// The Python fixture over `transport` with extra environment variables.
     fn python(transport: &str, env: &[(&str, &Path)]) -> Self {
-        let port = free_port();
-        let mut command = Command::new("python3");
-        command
-            .arg(python_fixture())
-            .arg(transport)
-            .arg(port.to_string());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        Self::start(command, port)
+        Self::start(|port| {
+            let mut command = Command::new("python3");
+            command
+                .arg(python_fixture())
+                .arg(transport)
+                .arg(port.to_string());
+            for (name, value) in env {
+                command.env(name, value);
+            }
+            command
+        })
     }
 
     fn everything(transport: &str) -> Self {
-        let port = free_port();
-        let mut command = Command::new("node");
-        command
-            .arg(everything_entry())
-            .arg(transport)
-            .env("PORT", port.to_string());
-        Self::start(command, port)
+        Self::start(|port| {
+            let mut command = Command::new("node");
+            command
+                .arg(everything_entry())
+                .arg(transport)
+                .env("PORT", port.to_string());
+            command
+        })
     }
 
     fn url(&self, path: &str) -> String {

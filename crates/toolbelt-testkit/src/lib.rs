@@ -67,3 +67,66 @@ pub fn assert_no_lost_update(file: &Path, results: &[(usize, bool, String)]) -> 
     }
     landed
 }
+
+/// Whether process `pid` itself holds a socket listening on TCP `port` (IPv4 or IPv6).
+///
+/// A test that picks a free port and starts a server on it must wait for *that* server: a
+/// connect alone may reach another test's server that took the same port in between, while
+/// its own failed to bind.
+pub fn pid_listens_on(pid: u32, port: u16) -> bool {
+    let inodes = listening_socket_inodes(port);
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            let target = target.to_string_lossy();
+            inodes
+                .iter()
+                .any(|inode| target == format!("socket:[{inode}]"))
+        })
+    })
+}
+
+/// The inodes of the sockets listening on TCP `port`, from `/proc/net/tcp` and `tcp6`.
+fn listening_socket_inodes(port: u16) -> Vec<String> {
+    const LISTEN: &str = "0A";
+    let wanted = format!("{port:04X}");
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        // "sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode"
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            if *state == LISTEN && local.rsplit(':').next() == Some(wanted.as_str()) {
+                inodes.push((*inode).to_string());
+            }
+        }
+    }
+    inodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_is_found_in_its_own_process_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(pid_listens_on(std::process::id(), port));
+        assert!(!pid_listens_on(1, port), "init does not hold our socket");
+        drop(listener);
+        assert!(!pid_listens_on(std::process::id(), port));
+    }
+}
