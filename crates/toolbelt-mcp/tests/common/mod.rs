@@ -71,7 +71,8 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Starts `command` and waits (bounded) until `port` accepts connections.
+    /// Starts `command` and waits (bounded) until it accepts connections on `port` (the
+    /// child itself listening, not another server that holds the port).
     pub fn start(mut command: Command, port: u16) -> Self {
         command
             .stdin(Stdio::null())
@@ -79,7 +80,9 @@ impl HttpServer {
             .stderr(Stdio::null());
         let mut child = command.spawn().expect("start the HTTP MCP server");
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err()
+            || !toolbelt_testkit::pid_listens_on(child.id(), port)
+        {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("the HTTP MCP server exited early with {status}");
             }
