@@ -17,7 +17,21 @@ use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
 /// differently byte-wise and component-wise (`a.txt` vs `a/`), hidden files, an ignored
 /// directory, a `.git` folder with matching content, and a binary file.
 fn tree() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    // An all-lowercase path: fd's smart case once made Glob case-insensitive for such
+    // paths only, so a random temp name hid the difference about half the time.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("tb-search-{}-{n}", std::process::id()))
+        .rand_bytes(0)
+        .tempdir()
+        .unwrap();
+    assert!(
+        !dir.path()
+            .to_string_lossy()
+            .chars()
+            .any(|c| c.is_uppercase())
+    );
     let root = dir.path();
     let status = Command::new("git")
         .args(["init", "-q"])
@@ -246,6 +260,7 @@ async fn glob_matches_fd_glob_piped_to_sort() {
             .args([
                 "--glob",
                 "--full-path",
+                "--case-sensitive",
                 "--type",
                 "f",
                 "--hidden",

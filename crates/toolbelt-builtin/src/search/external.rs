@@ -357,6 +357,9 @@ impl ExternalSearch {
             .args([
                 "--glob",
                 "--full-path",
+                // fd's default "smart case" turns insensitive when the whole pattern,
+                // base path included, is lowercase; Glob is always case-sensitive.
+                "--case-sensitive",
                 "--type",
                 "f",
                 "--hidden",
