@@ -76,6 +76,7 @@ mod function;
 mod name;
 mod output;
 mod progress;
+mod retry;
 pub mod schema;
 mod stream;
 mod tool;
@@ -90,6 +91,7 @@ pub use function::{FunctionTool, StreamingFunctionTool, decode_args};
 pub use name::{MAX_TOOL_NAME_LEN, ToolName};
 pub use output::{ContentBlock, Payload, ToolOutput};
 pub use progress::{DynProgressSink, ProgressSink, ProgressUpdate};
+pub use retry::RetryPolicy;
 pub use stream::{
     ChunkMetadata, StreamChunk, StreamClosed, StreamSender, ToolStream, collect_stream,
     single_chunk_stream, tool_stream,
