@@ -4,14 +4,18 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 /// One progress report.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressUpdate {
     /// How far along, increasing with every report (a count, bytes, percent).
     pub progress: f64,
     /// The total, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<f64>,
     /// A short human-readable note (the latest chunk of a stream, "compiling…").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
 
