@@ -20,7 +20,8 @@ pub enum ModelError {
     #[error("invalid model configuration: {0}")]
     InvalidConfig(String),
 
-    /// The server answered with an error status (after any retries).
+    /// The server answered with an error status (after any retries), or with an
+    /// `{"error": …}` body under a 200.
     #[error("model server answered {status}: {message}")]
     Status {
         /// The HTTP status.
@@ -33,13 +34,39 @@ pub enum ModelError {
     #[error("model server unreachable: {0}")]
     Transport(String),
 
-    /// No byte arrived for too long (connect or idle timeout).
-    #[error("model server sent nothing for {}s ({what})", limit.as_secs_f32())]
+    /// A limit of [`crate::OpenAiConfig`] fired, e.g. "no response headers within 20 s
+    /// (request timeout)".
+    #[error("{what} within {} ({setting})", format_duration(*limit))]
     Timeout {
-        /// What timed out: connecting or waiting for data.
+        /// What did not happen in time ("no response headers", "no chunk").
         what: &'static str,
-        /// The limit that was exceeded.
+        /// The setting that limits it ("connect timeout", "request timeout", "idle
+        /// timeout"), so the user knows which option to raise.
+        setting: &'static str,
+        /// Its value.
         limit: Duration,
+    },
+
+    /// A successful status with a body of the wrong kind: an HTML page, plain text, or
+    /// anything that is neither the event stream nor the JSON completion asked for.
+    #[error("the model server sent {content_type} instead of {expected}: {snippet}")]
+    UnexpectedBody {
+        /// What was asked for ("an event stream", "a JSON completion").
+        expected: &'static str,
+        /// The `Content-Type` the server sent ("none" when it sent none).
+        content_type: String,
+        /// The start of the body, shortened.
+        snippet: String,
+    },
+
+    /// The answer had no text, no reasoning and no tool calls: never a blank success.
+    #[error(
+        "the model's answer was empty: no text, no reasoning and no tool calls (finish reason: {})",
+        finish_reason.as_deref().unwrap_or("none")
+    )]
+    EmptyAnswer {
+        /// The `finish_reason` the server gave, verbatim, if any.
+        finish_reason: Option<String>,
     },
 
     /// The server's answer could not be understood.
@@ -53,12 +80,42 @@ pub enum ModelError {
 
 impl ModelError {
     /// Whether retrying the same request may succeed (rate limits, server errors, broken
-    /// connections, timeouts).
+    /// connections, timeouts). [`crate::OpenAiModel`] retries a timeout only once (see the
+    /// crate documentation).
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Status { status, .. } => *status == 429 || *status >= 500,
             ModelError::Transport(_) | ModelError::Timeout { .. } => true,
             _ => false,
         }
+    }
+}
+
+/// "20 s", "1.5 s", "200 ms": how a limit reads in a message.
+pub(crate) fn format_duration(limit: Duration) -> String {
+    if limit < Duration::from_secs(1) {
+        format!("{} ms", limit.as_millis())
+    } else {
+        format!("{} s", (limit.as_secs_f64() * 10.0).round() / 10.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_names_the_limit_and_its_value() {
+        let error = ModelError::Timeout {
+            what: "no response headers",
+            setting: "request timeout",
+            limit: Duration::from_secs(20),
+        };
+        assert_eq!(
+            error.to_string(),
+            "no response headers within 20 s (request timeout)"
+        );
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(format_duration(Duration::from_millis(200)), "200 ms");
     }
 }

@@ -7,8 +7,8 @@
 //! - [`OpenAiModel`]: an OpenAI-compatible chat completions client over HTTP: streaming
 //!   (server-sent events, tool-call argument deltas assembled by index) and non-streaming,
 //!   token [`Usage`], retries of 429 and 5xx with backoff that honours `Retry-After`
-//!   ([`RetryPolicy`]), connect and idle timeouts, and lenient parsing that ignores fields
-//!   it does not know.
+//!   ([`RetryPolicy`]), connect, request and idle timeouts, image content parts, strict
+//!   checks of what a body is, and lenient parsing that ignores fields it does not know.
 //! - `testing` (feature `test-server`): a scriptable OpenAI-compatible server on 127.0.0.1.
 //!
 //! ## Quick start
@@ -45,19 +45,61 @@
 //!
 //! ## Configuration
 //!
-//! [`OpenAiConfig::from_env`] reads `OPENAI_BASE_URL`, `OPENAI_API_KEY` and
-//! `TOOLBELT_MODEL`. A model name is required, and a base URL or a key (a key alone means
+//! [`OpenAiConfig::from_env`] reads `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `TOOLBELT_MODEL`
+//! and `TOOLBELT_MODEL_IMAGES`. A model name is required, and a base URL or a key (a key alone means
 //! OpenAI's endpoint). What is missing is reported by name ([`ModelError::NotConfigured`]).
 //!
 //! ## Retries and timeouts
 //!
-//! A request that fails before its response starts (connection refused or reset, 429, 5xx,
-//! no response headers within the idle timeout) is retried up to
-//! [`RetryPolicy::max_retries`] times; `retry-after-ms` or `Retry-After` (seconds) replace the
-//! computed delay, capped by [`RetryPolicy::max_retry_after`]. Other 4xx are not retried. A
-//! stream that breaks or goes quiet for longer than [`OpenAiConfig::idle_timeout`] after it
-//! started is not retried (the caller has already seen its deltas): the stream ends with an
-//! error.
+//! Four limits, each named in the error it causes ("no response headers within 25 s
+//! (request timeout)") and each settable on [`OpenAiConfig`]:
+//!
+//! | setting | limits | default |
+//! |---|---|---|
+//! | [`OpenAiConfig::connect_timeout`] | one TCP/TLS connection | 10 s |
+//! | [`OpenAiConfig::request_timeout`] | one attempt, from sending to the response headers | 25 s |
+//! | [`OpenAiConfig::idle_timeout`] | the gap between two chunks of a body | 45 s |
+//! | [`OpenAiConfig::retry`] ([`RetryPolicy`], shared with tool calls) | retries and the waits between them | 3 retries, waits from 0.5 s doubling, jittered |
+//!
+//! What is retried: a connection refused or reset before any response, 429 and 5xx.
+//! `retry-after-ms` or `Retry-After` (seconds) replace the computed wait, capped by
+//! [`RetryPolicy::max_retry_after`]. A timed-out attempt (connect or request timeout) is
+//! retried once at most, whatever the policy says: a server that let one attempt time out
+//! rarely answers the next, and each such attempt costs a whole timeout. Other 4xx are not
+//! retried, nor is anything after the response started: a stream that breaks or goes quiet
+//! for longer than the idle timeout ends with an error (the caller has already seen its
+//! deltas).
+//!
+//! So a dead server fails in under a minute with the defaults: one that accepts connections
+//! and never answers costs two attempts of 25 s and one wait of at most 1 s (≤ 51 s); one that
+//! drops packets, two connect timeouts of 10 s (≤ 21 s); any mix with fast failures (refused
+//! connections, 5xx) adds at most the waits 1 + 2 + 4 s to the two timed-out attempts
+//! (≤ 57 s). A server that sends its headers and then nothing fails after the idle timeout.
+//! A non-streaming server sends its headers only with the whole answer: raise the request
+//! timeout for long non-streamed answers.
+//!
+//! A stream whose answer is complete (a `finish_reason` arrived) and whose server holds the
+//! connection open without `[DONE]` finishes one second after its last chunk (time for a
+//! trailing usage chunk), not after the idle timeout.
+//!
+//! ## What counts as an answer
+//!
+//! A streaming request must be answered with `text/event-stream`. A JSON completion instead
+//! (a proxy that ignored `stream: true`) is parsed and yielded as the final response; an
+//! `{"error": …}` body is [`ModelError::Status`] with its message; an HTML page or any other
+//! body is [`ModelError::UnexpectedBody`] naming the content type with the body's start.
+//! An answer with no text, no reasoning and no tool calls is [`ModelError::EmptyAnswer`],
+//! never a blank success; chunks with empty `choices` (usage, keep-alives) are skipped.
+//!
+//! ## Images
+//!
+//! A message's [`Message::parts`] ([`ContentPart`]) go on the wire as OpenAI content parts
+//! after its text (`{"type": "image_url", "image_url": {"url": …}}`, `data:` URLs allowed),
+//! in user messages of a model that takes images ([`Model::accepts_images`]; for
+//! [`OpenAiModel`] [`OpenAiConfig::accepts_images`], on unless `TOOLBELT_MODEL_IMAGES=0`).
+//! Elsewhere each image becomes a text note. When a server answers a request with images
+//! with 400, the client sends it once more with notes in place of the images, logs a
+//! warning, and sends notes from then on.
 //!
 //! ## Known differences between OpenAI-compatible servers
 //!
@@ -65,7 +107,7 @@
 //!
 //! - **OpenAI**: the reference. Usage in streams only with `stream_options.include_usage`
 //!   [always sent when streaming], then arrives in a last chunk with empty `choices`
-//!   [accepted]. Sends `retry-after-ms` as well as `Retry-After` on 429 [the finer one
+//!   \[accepted\]. Sends `retry-after-ms` as well as `Retry-After` on 429 [the finer one
 //!   wins]. Reasoning models reject `temperature`/`max_tokens` variants [leave them unset;
 //!   `reasoning_effort` is passed through].
 //! - **vLLM**: tool calls only with a server started with `--enable-auto-tool-choice` and a
@@ -105,11 +147,12 @@ mod wire;
 
 pub use assemble::MessageAssembler;
 pub use error::ModelError;
-pub use message::{FunctionCall, Message, Role, ToolCall};
+pub use message::{ContentPart, FunctionCall, Message, Role, ToolCall};
 pub use model::{DynModel, Model, ResponseStream};
 pub use openai::{
-    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, OPENAI_DEFAULT_BASE_URL, OpenAiConfig, OpenAiModel,
+    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_MODEL_IMAGES, OPENAI_DEFAULT_BASE_URL, OpenAiConfig,
+    OpenAiModel,
 };
 pub use request::{GenerationConfig, Request, ToolChoice};
 pub use response::{Delta, FinishReason, Response, ToolCallDelta, Usage};
-pub use retry::RetryPolicy;
+pub use toolbelt_core::RetryPolicy;

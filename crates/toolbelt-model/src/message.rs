@@ -121,6 +121,56 @@ pub struct Message {
     /// The tool's name on a `tool` message (some providers want it), or a participant name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Parts sent after [`Message::content`]: images, more text. A message with parts goes
+    /// on the wire as an array of OpenAI content parts, its text first; a model that does
+    /// not take images gets a text note in place of each image (see
+    /// [`crate::Model::accepts_images`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<ContentPart>,
+}
+
+/// One part of a message besides its text.
+///
+/// Stored as `{"type": "text", "text": …}` or `{"type": "image_url", "url": …}`; the client
+/// writes OpenAI's wire shape (`{"type": "image_url", "image_url": {"url": …}}`) itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    /// More text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, by URL: `https://…` or a `data:image/png;base64,…` URL.
+    ImageUrl {
+        /// The URL.
+        url: String,
+    },
+}
+
+impl ContentPart {
+    /// An image given as base64 data of a media type (`image/png`), as a `data:` URL.
+    pub fn image_data(media_type: &str, base64: &str) -> Self {
+        ContentPart::ImageUrl {
+            url: format!("data:{media_type};base64,{base64}"),
+        }
+    }
+
+    /// The text that stands in for this part when images cannot be sent: the text itself,
+    /// or a note naming the image's media type.
+    pub fn as_text(&self) -> String {
+        match self {
+            ContentPart::Text { text } => text.clone(),
+            ContentPart::ImageUrl { url } => {
+                let kind = url
+                    .strip_prefix("data:")
+                    .and_then(|rest| rest.split([';', ',']).next())
+                    .filter(|kind| !kind.is_empty())
+                    .unwrap_or("image");
+                format!("[{kind} not shown: this model does not take images]")
+            }
+        }
+    }
 }
 
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
@@ -136,6 +186,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            parts: Vec::new(),
         }
     }
 
@@ -147,6 +198,23 @@ impl Message {
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::with_role(Role::User, content)
+    }
+
+    /// A user message with text and more parts (images); the text comes first on the wire.
+    ///
+    /// ```
+    /// use toolbelt_model::{ContentPart, Message};
+    /// let message = Message::user_with_parts(
+    ///     "What is in this picture?",
+    ///     vec![ContentPart::image_data("image/png", "iVBORw0KGgo=")],
+    /// );
+    /// assert!(message.has_images());
+    /// ```
+    pub fn user_with_parts(content: impl Into<String>, parts: Vec<ContentPart>) -> Self {
+        Self {
+            parts,
+            ..Self::with_role(Role::User, content)
+        }
     }
 
     /// An assistant message with text only.
@@ -173,6 +241,13 @@ impl Message {
             name: Some(name.into()),
             ..Self::with_role(Role::Tool, content)
         }
+    }
+
+    /// Whether any part is an image.
+    pub fn has_images(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, ContentPart::ImageUrl { .. }))
     }
 
     /// Whether this is an assistant message that calls at least one tool.

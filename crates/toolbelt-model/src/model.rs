@@ -20,6 +20,13 @@ pub trait Model: Send + Sync {
     /// The model's name, as sent to the provider.
     fn name(&self) -> &str;
 
+    /// Whether the model takes image parts ([`crate::ContentPart::ImageUrl`]). Callers send
+    /// a text summary instead when it does not; a model that is sent images anyway gets a
+    /// text note in place of each. Default: no.
+    fn accepts_images(&self) -> bool {
+        false
+    }
+
     /// Starts generating. Errors that happen before the first byte (connection refused,
     /// error statuses after retries) are returned here; later ones arrive in the stream.
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError>;
@@ -32,6 +39,9 @@ pub type DynModel = Arc<dyn Model>;
 impl<M: Model + ?Sized> Model for Arc<M> {
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn accepts_images(&self) -> bool {
+        (**self).accepts_images()
     }
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError> {
         (**self).generate(request).await

@@ -1,18 +1,23 @@
 //! The OpenAI-compatible chat completions client.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use eventsource_stream::Eventsource;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+use toolbelt_core::RetryPolicy;
 
 use crate::assemble::MessageAssembler;
 use crate::model::ResponseStream;
-use crate::retry::RetryPolicy;
+use crate::retry::retry_after;
 use crate::wire;
-use crate::{FinishReason, Model, ModelError, Request, Response, Usage};
+use crate::{FinishReason, Message, Model, ModelError, Request, Response, Usage};
 
 /// The environment variable with the server's base URL (ending in `/v1` for most servers).
 pub const ENV_BASE_URL: &str = "OPENAI_BASE_URL";
@@ -24,7 +29,32 @@ pub const ENV_MODEL: &str = "TOOLBELT_MODEL";
 /// OpenAI's own endpoint, used when only an API key is configured.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The environment variable that turns image parts off (`0`, `false`, `no` or `off`) for
+/// models that do not take images.
+pub const ENV_MODEL_IMAGES: &str = "TOOLBELT_MODEL_IMAGES";
+
+/// The default [`OpenAiConfig::connect_timeout`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default [`OpenAiConfig::request_timeout`].
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(25);
+/// The default [`OpenAiConfig::idle_timeout`].
+const IDLE_TIMEOUT: Duration = Duration::from_secs(45);
+/// How long a stream whose answer is complete (a `finish_reason` arrived) may stay open for
+/// a trailing usage chunk and `[DONE]` before it counts as finished.
+const FINISH_GRACE: Duration = Duration::from_secs(1);
+/// Attempts that may end in a timeout: a server that did not answer one attempt in time
+/// gets one more (a connection lost silently), not as many as the retry policy allows, so
+/// a dead server fails within the budget the crate documentation computes.
+const TIMED_OUT_ATTEMPTS: usize = 2;
+/// The largest non-streamed completion body read.
+const MAX_BODY: usize = 32 << 20;
+/// How much of an unexpected or error body is read for its message.
+const MAX_SNIPPET_BODY: usize = 16 << 10;
+
 /// How to reach an OpenAI-compatible server.
+///
+/// The defaults fail a dead server in under a minute: see "Retries and timeouts" in the
+/// crate documentation for the arithmetic.
 #[derive(Debug, Clone)]
 pub struct OpenAiConfig {
     /// The base URL; `/chat/completions` is appended.
@@ -38,12 +68,22 @@ pub struct OpenAiConfig {
     /// Extra top-level body fields, merged last (provider-specific switches such as
     /// vLLM's `chat_template_kwargs` or Ollama's `keep_alive`).
     pub extra_body: Map<String, Value>,
-    /// The longest wait for a TCP/TLS connection.
+    /// The longest wait for a TCP/TLS connection. Default 10 s.
     pub connect_timeout: Duration,
-    /// The longest wait for the response headers and between two chunks of a stream.
+    /// The longest wait for the response headers of one attempt, counted from sending the
+    /// request (connecting included). A streaming server sends its headers at once; a
+    /// non-streaming one only with the whole answer, so raise this for long non-streamed
+    /// answers. Default 25 s.
+    pub request_timeout: Duration,
+    /// The longest gap between two chunks of a body once its headers arrived. Default 45 s.
     pub idle_timeout: Duration,
-    /// Retries of rate limits and server errors.
+    /// When to retry connection failures, 429 and 5xx (a timed-out attempt is retried once
+    /// at most). Default: [`RetryPolicy::default`] (3 retries).
     pub retry: RetryPolicy,
+    /// Whether the model takes image parts ([`Model::accepts_images`]). Default true;
+    /// [`ENV_MODEL_IMAGES`]`=0` turns it off. A server that refuses a request with images
+    /// (400) turns it off for this client from then on.
+    pub accepts_images: bool,
 }
 
 impl OpenAiConfig {
@@ -55,23 +95,26 @@ impl OpenAiConfig {
             model: model.into(),
             extra_headers: Vec::new(),
             extra_body: Map::new(),
-            connect_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
+            connect_timeout: CONNECT_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
             retry: RetryPolicy::default(),
+            accepts_images: true,
         }
     }
 
-    /// Reads `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `TOOLBELT_MODEL`.
+    /// Reads `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `TOOLBELT_MODEL` and
+    /// `TOOLBELT_MODEL_IMAGES`.
     ///
     /// A model name is required, and a base URL or an API key (with only a key, OpenAI's
     /// endpoint is used). [`ModelError::NotConfigured`] names what is missing.
     pub fn from_env() -> Result<Self, ModelError> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         Self::from_values(var(ENV_BASE_URL), var(ENV_API_KEY), var(ENV_MODEL))
     }
 
     /// Like [`OpenAiConfig::from_env`], from explicit values (an option given on a command
-    /// line overrides the environment this way).
+    /// line overrides the environment this way). `TOOLBELT_MODEL_IMAGES`, which has no
+    /// option, is still read from the environment.
     pub fn from_values(
         base_url: Option<String>,
         api_key: Option<String>,
@@ -90,6 +133,12 @@ impl OpenAiConfig {
         let base_url = base_url.unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_string());
         let mut config = Self::new(base_url, model.unwrap_or_default());
         config.api_key = api_key;
+        if let Some(images) = var(ENV_MODEL_IMAGES) {
+            config.accepts_images = !matches!(
+                images.trim().to_ascii_lowercase().as_str(),
+                "0" | "false" | "no" | "off"
+            );
+        }
         Ok(config)
     }
 
@@ -111,24 +160,55 @@ impl OpenAiConfig {
         self
     }
 
-    /// Sets the connect and idle timeouts.
-    pub fn with_timeouts(mut self, connect: Duration, idle: Duration) -> Self {
-        self.connect_timeout = connect;
-        self.idle_timeout = idle;
+    /// Sets the connect timeout.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
+
+    /// Sets the request timeout (the wait for one attempt's response headers).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the idle timeout (the longest gap between two chunks).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Says whether the model takes image parts.
+    pub fn with_images(mut self, accepts_images: bool) -> Self {
+        self.accepts_images = accepts_images;
+        self
+    }
+}
+
+/// A non-empty environment variable.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// A [`Model`] served by an OpenAI-compatible `/chat/completions` endpoint.
 ///
 /// See the crate documentation for what differs between OpenAI, vLLM, llama.cpp server,
-/// Ollama and DeepSeek-style endpoints.
+/// Ollama and DeepSeek-style endpoints. Clones share their connection pool and what they
+/// learnt about the server (that it refuses images).
 #[derive(Debug, Clone)]
 pub struct OpenAiModel {
     config: OpenAiConfig,
     url: String,
     client: reqwest::Client,
+    /// Set once the server refused a request with images: text notes from then on.
+    images_refused: Arc<AtomicBool>,
 }
+
+/// A failed attempt: the error and the delay the server asked for, if any.
+type Failure = (ModelError, Option<Duration>);
+
+/// A response body as it arrives.
+type Body = BoxStream<'static, Result<Bytes, reqwest::Error>>;
 
 impl OpenAiModel {
     /// A client for this configuration.
@@ -154,16 +234,18 @@ impl OpenAiModel {
             )));
         }
         let url = format!("{base}/chat/completions");
+        // The request and idle timeouts are ours (per attempt, per chunk), so each error
+        // can say which limit fired; reqwest only enforces the connect timeout.
         let client = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(config.connect_timeout)
-            .read_timeout(config.idle_timeout)
             .build()
             .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
         Ok(Self {
             config,
             url,
             client,
+            images_refused: Arc::default(),
         })
     }
 
@@ -177,43 +259,42 @@ impl OpenAiModel {
         &self.config
     }
 
-    /// Sends the request, retrying rate limits, server errors and failed connections, and
-    /// returns the first successful response.
+    /// Sends the request, retrying what may succeed next time (see the crate
+    /// documentation), and returns the first successful response.
     async fn send(&self, body: &Value) -> Result<reqwest::Response, ModelError> {
-        let mut delays = self.config.retry.delays();
+        let policy = &self.config.retry;
+        let mut delays = policy.delays();
+        let mut timed_out = 0;
         loop {
-            let attempt = self.send_once(body).await;
-            let (error, headers) = match attempt {
+            let (error, asked) = match self.send_once(body).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
-            if !error.is_retryable() {
+            if matches!(error, ModelError::Timeout { .. }) {
+                timed_out += 1;
+            }
+            if !error.is_retryable() || timed_out >= TIMED_OUT_ATTEMPTS {
                 return Err(error);
             }
             let Some(computed) = delays.next() else {
                 return Err(error);
             };
-            let delay = self.config.retry.delay_for(headers.as_ref(), computed);
+            let delay = policy.delay_for(asked, computed);
             tracing::debug!(%error, ?delay, "retrying the model call");
             tokio::time::sleep(delay).await;
         }
     }
 
-    async fn send_once(
-        &self,
-        body: &Value,
-    ) -> Result<reqwest::Response, (ModelError, Option<HeaderMap>)> {
+    async fn send_once(&self, body: &Value) -> Result<reqwest::Response, Failure> {
         let pending = self.client.post(&self.url).json(body).send();
-        let response = match tokio::time::timeout(self.config.idle_timeout, pending).await {
+        let response = match tokio::time::timeout(self.config.request_timeout, pending).await {
             Err(_) => {
-                let limit = self.config.idle_timeout;
-                return Err((
-                    ModelError::Timeout {
-                        what: "waiting for the response",
-                        limit,
-                    },
-                    None,
-                ));
+                let error = ModelError::Timeout {
+                    what: "no response headers",
+                    setting: "request timeout",
+                    limit: self.config.request_timeout,
+                };
+                return Err((error, None));
             }
             Ok(Err(e)) => return Err((self.transport_error(&e), None)),
             Ok(Ok(response)) => response,
@@ -222,23 +303,62 @@ impl OpenAiModel {
         if status.is_success() {
             return Ok(response);
         }
-        let headers = response.headers().clone();
-        let body = response.text().await.unwrap_or_default();
+        let asked = retry_after(response.headers());
+        let message = match self.read_body(response, MAX_SNIPPET_BODY).await {
+            Ok((body, _)) => wire::error_message(&String::from_utf8_lossy(&body)),
+            Err(error) => format!("(the error body was lost: {error})"),
+        };
         let error = ModelError::Status {
             status: status.as_u16(),
-            message: wire::error_message(&body),
+            message,
         };
-        Err((error, Some(headers)))
+        Err((error, asked))
+    }
+
+    /// Reads at most `max` bytes of a body, each chunk within the idle timeout; the flag
+    /// says whether more was left unread.
+    async fn read_body(
+        &self,
+        response: reqwest::Response,
+        max: usize,
+    ) -> Result<(Vec<u8>, bool), ModelError> {
+        self.read_rest(Vec::new(), response.bytes_stream().boxed(), max)
+            .await
+    }
+
+    async fn read_rest(
+        &self,
+        mut out: Vec<u8>,
+        mut body: Body,
+        max: usize,
+    ) -> Result<(Vec<u8>, bool), ModelError> {
+        while out.len() < max {
+            match tokio::time::timeout(self.config.idle_timeout, body.next()).await {
+                Err(_) => return Err(self.idle_timeout()),
+                Ok(None) => return Ok((out, false)),
+                Ok(Some(Err(e))) => return Err(self.transport_error(&e)),
+                Ok(Some(Ok(bytes))) => out.extend_from_slice(&bytes),
+            }
+        }
+        out.truncate(max);
+        Ok((out, true))
+    }
+
+    fn idle_timeout(&self) -> ModelError {
+        ModelError::Timeout {
+            what: "no new data",
+            setting: "idle timeout",
+            limit: self.config.idle_timeout,
+        }
     }
 
     fn transport_error(&self, error: &reqwest::Error) -> ModelError {
         if error.is_timeout() {
-            let (what, limit) = if error.is_connect() {
-                ("connecting", self.config.connect_timeout)
-            } else {
-                ("waiting for data", self.config.idle_timeout)
+            return ModelError::Timeout {
+                what: "no connection",
+                setting: "connect timeout",
+                limit: self.config.connect_timeout,
             };
-            return ModelError::Timeout { what, limit };
         }
         // The source chain says why (connection refused, DNS, TLS); the top level alone
         // only says "error sending request".
@@ -251,6 +371,110 @@ impl OpenAiModel {
         }
         ModelError::Transport(message)
     }
+
+    /// Whether image parts go out as images (else as text notes).
+    fn sends_images(&self) -> bool {
+        self.config.accepts_images && !self.images_refused.load(Ordering::Relaxed)
+    }
+
+    /// Sends the request; a 400 to a request with images is taken as "this model does not
+    /// take images": the request is sent once more with text notes in their place, and
+    /// every later request too.
+    async fn send_request(&self, request: &Request) -> Result<reqwest::Response, ModelError> {
+        let images = self.sends_images() && request.messages.iter().any(Message::has_images);
+        let extra = &self.config.extra_body;
+        let body = wire::request_body(&self.config.model, request, extra, images);
+        match self.send(&body).await {
+            Err(ModelError::Status {
+                status: 400,
+                message,
+            }) if images => {
+                self.images_refused.store(true, Ordering::Relaxed);
+                tracing::warn!(
+                    model = %self.config.model,
+                    %message,
+                    "the model server refused a request with images; sending a text note in \
+                     place of each image from now on"
+                );
+                let body = wire::request_body(&self.config.model, request, extra, false);
+                self.send(&body).await
+            }
+            other => other,
+        }
+    }
+
+    /// Reads a whole JSON completion (the answer to a non-streaming request, or to a
+    /// streaming one from a server that ignored `stream`).
+    async fn completion(
+        &self,
+        content_type: &str,
+        first: Vec<u8>,
+        body: Body,
+        expected: &'static str,
+    ) -> Result<Response, ModelError> {
+        let (text, truncated) = self.read_rest(first, body, MAX_BODY).await?;
+        if truncated {
+            return Err(ModelError::Decode(format!(
+                "the response is larger than {} MiB",
+                MAX_BODY >> 20
+            )));
+        }
+        match wire::parse_completion(&String::from_utf8_lossy(&text)) {
+            Err(ModelError::Decode(_)) if !is_json(content_type) => {
+                Err(ModelError::UnexpectedBody {
+                    expected,
+                    content_type: content_type.to_string(),
+                    snippet: wire::snippet(&text),
+                })
+            }
+            other => other,
+        }
+    }
+}
+
+/// What kind of body a successful response carries.
+enum BodyKind {
+    EventStream,
+    Json,
+    Other,
+}
+
+/// The media type of a `Content-Type` value ("none" when absent), lower-cased.
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "none".to_string())
+}
+
+fn is_json(media_type: &str) -> bool {
+    media_type == "application/json" || media_type.ends_with("+json")
+}
+
+/// The kind of a body by its media type, or by its first bytes when the server sent none.
+fn body_kind(media_type: &str, first: &[u8]) -> BodyKind {
+    match media_type {
+        "text/event-stream" => BodyKind::EventStream,
+        t if is_json(t) => BodyKind::Json,
+        "none" => {
+            let start = String::from_utf8_lossy(first);
+            let start = start.trim_start();
+            if start.starts_with('{') {
+                BodyKind::Json
+            } else if ["data:", "event:", "id:", "retry:", ":"]
+                .iter()
+                .any(|field| start.starts_with(field))
+            {
+                BodyKind::EventStream
+            } else {
+                BodyKind::Other
+            }
+        }
+        _ => BodyKind::Other,
+    }
 }
 
 #[async_trait]
@@ -259,35 +483,70 @@ impl Model for OpenAiModel {
         &self.config.model
     }
 
+    fn accepts_images(&self) -> bool {
+        self.sends_images()
+    }
+
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError> {
-        let body = wire::request_body(&self.config.model, &request, &self.config.extra_body);
-        let response = self.send(&body).await?;
-        if !request.config.stream {
-            let pending = response.text();
-            let text = match tokio::time::timeout(self.config.idle_timeout, pending).await {
-                Err(_) => {
-                    let limit = self.config.idle_timeout;
-                    return Err(ModelError::Timeout {
-                        what: "reading the response",
-                        limit,
-                    });
-                }
-                Ok(text) => text.map_err(|e| self.transport_error(&e))?,
-            };
-            let parsed = wire::parse_completion(&text)?;
-            return Ok(futures::stream::once(async move { Ok(parsed) }).boxed());
+        let response = self.send_request(&request).await?;
+        let content_type = media_type(response.headers());
+        let mut body: Body = response.bytes_stream().boxed();
+        // The first bytes decide what a body without a content type is.
+        let mut first = Vec::new();
+        if content_type == "none" {
+            match tokio::time::timeout(self.config.idle_timeout, body.next()).await {
+                Err(_) => return Err(self.idle_timeout()),
+                Ok(Some(Err(e))) => return Err(self.transport_error(&e)),
+                Ok(Some(Ok(bytes))) => first = bytes.to_vec(),
+                Ok(None) => {}
+            }
         }
-        Ok(sse_responses(response, self.clone()).boxed())
+        let stream = request.config.stream;
+        let expected = if stream {
+            "an event stream"
+        } else {
+            "a JSON completion"
+        };
+        match body_kind(&content_type, &first) {
+            BodyKind::EventStream => {
+                let body = futures::stream::iter((!first.is_empty()).then(|| Ok(first.into())))
+                    .chain(body)
+                    .boxed();
+                let responses = sse_responses(body, self.clone());
+                if stream {
+                    Ok(responses.boxed())
+                } else {
+                    // A server that streams although asked not to: only the final response.
+                    Ok(responses
+                        .filter(|item| std::future::ready(!matches!(item, Ok(r) if r.partial)))
+                        .boxed())
+                }
+            }
+            BodyKind::Json => {
+                let response = self
+                    .completion(&content_type, first, body, expected)
+                    .await?;
+                Ok(futures::stream::once(async move { Ok(response) }).boxed())
+            }
+            BodyKind::Other => {
+                let (text, _) = self.read_rest(first, body, MAX_SNIPPET_BODY).await?;
+                Err(ModelError::UnexpectedBody {
+                    expected,
+                    content_type,
+                    snippet: wire::snippet(&text),
+                })
+            }
+        }
     }
 }
 
 /// Turns an SSE body into partial responses and one final response.
 fn sse_responses(
-    response: reqwest::Response,
+    body: Body,
     model: OpenAiModel,
 ) -> impl Stream<Item = Result<Response, ModelError>> + Send {
     struct State {
-        events: futures::stream::BoxStream<
+        events: BoxStream<
             'static,
             Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>,
         >,
@@ -302,13 +561,17 @@ fn sse_responses(
 
     impl State {
         fn finish(&mut self) -> Option<Result<Response, ModelError>> {
-            let assembler = self.assembler.take()?;
+            let message = self.assembler.take()?.finish();
+            if wire::is_empty_answer(&message) {
+                let finish_reason = self.finish_reason.take().map(|r| r.as_str().to_string());
+                return Some(Err(ModelError::EmptyAnswer { finish_reason }));
+            }
             Some(Ok(Response {
                 id: self.id.clone(),
                 model: self.name.clone(),
                 partial: false,
                 delta: Default::default(),
-                message: Some(assembler.finish()),
+                message: Some(message),
                 finish_reason: self.finish_reason.take(),
                 usage: self.usage.take(),
             }))
@@ -323,11 +586,18 @@ fn sse_responses(
             self.assembler.as_ref()?;
             let idle = self.model.config.idle_timeout;
             loop {
-                let event = match tokio::time::timeout(idle, self.events.next()).await {
-                    Err(_) => {
-                        let what = "waiting for the next chunk";
-                        return self.fail(ModelError::Timeout { what, limit: idle });
-                    }
+                // Once the answer is complete, only a short wait for the usage chunk and
+                // `[DONE]`: a server that holds the connection open must not cost the
+                // whole idle timeout, nor lose the answer.
+                let complete = self.finish_reason.is_some();
+                let wait = if complete {
+                    FINISH_GRACE.min(idle)
+                } else {
+                    idle
+                };
+                let event = match tokio::time::timeout(wait, self.events.next()).await {
+                    Err(_) if complete => return self.finish(),
+                    Err(_) => return self.fail(self.model.idle_timeout()),
                     // A stream that ends without `[DONE]` (some llama.cpp builds) is complete.
                     Ok(None) => return self.finish(),
                     Ok(Some(Err(eventsource_stream::EventStreamError::Transport(e)))) => {
@@ -360,6 +630,7 @@ fn sse_responses(
                 if chunk.usage.is_some() {
                     self.usage = chunk.usage;
                 }
+                // Chunks with empty choices (usage, keep-alives) carry no delta.
                 if chunk.delta.is_empty() {
                     continue;
                 }
@@ -378,7 +649,7 @@ fn sse_responses(
     }
 
     let state = State {
-        events: response.bytes_stream().eventsource().boxed(),
+        events: body.eventsource().boxed(),
         name: model.config.model.clone(),
         model,
         assembler: Some(MessageAssembler::new()),

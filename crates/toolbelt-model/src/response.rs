@@ -92,6 +92,18 @@ impl FinishReason {
             other => FinishReason::Other(other.to_string()),
         }
     }
+
+    /// The wire name (`stop`, `length`, `tool_calls`, `content_filter`, or the provider's
+    /// own word).
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(other) => other,
+        }
+    }
 }
 
 /// One item of a model's response stream.

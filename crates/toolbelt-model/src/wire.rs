@@ -10,17 +10,29 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::{
-    Delta, FinishReason, Message, ModelError, Request, Response, Role, ToolCall, ToolCallDelta,
-    ToolChoice, Usage,
+    ContentPart, Delta, FinishReason, Message, ModelError, Request, Response, Role, ToolCall,
+    ToolCallDelta, ToolChoice, Usage,
 };
 
-/// The JSON body of a chat completions request.
-pub(crate) fn request_body(model: &str, request: &Request, extra: &Map<String, Value>) -> Value {
+/// The JSON body of a chat completions request. With `images` off, every image part is
+/// replaced by a text note.
+pub(crate) fn request_body(
+    model: &str,
+    request: &Request,
+    extra: &Map<String, Value>,
+    images: bool,
+) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert(
         "messages".into(),
-        Value::Array(request.messages.iter().map(message_json).collect()),
+        Value::Array(
+            request
+                .messages
+                .iter()
+                .map(|m| message_json(m, images))
+                .collect(),
+        ),
     );
     if !request.tools.is_empty() {
         let tools = request
@@ -87,10 +99,12 @@ pub(crate) fn request_body(model: &str, request: &Request, extra: &Map<String, V
     Value::Object(body)
 }
 
-fn message_json(message: &Message) -> Value {
+fn message_json(message: &Message, images: bool) -> Value {
     let mut out = Map::new();
     out.insert("role".into(), json!(message.role.as_str()));
-    let content = if message.content.is_empty() && message.has_tool_calls() {
+    let content = if !message.parts.is_empty() {
+        parts_json(message, images && message.role == Role::User)
+    } else if message.content.is_empty() && message.has_tool_calls() {
         // An assistant turn that only calls tools: `null`, which every server accepts,
         // where an empty string makes some reject or echo it.
         Value::Null
@@ -110,6 +124,26 @@ fn message_json(message: &Message) -> Value {
         out.insert("name".into(), json!(name));
     }
     Value::Object(out)
+}
+
+/// The content of a message with parts: an array of OpenAI content parts, the text first,
+/// where images may be sent (user messages of a model that takes them); elsewhere one string
+/// with a note in place of each image, since OpenAI's other roles and text-only servers take
+/// text only.
+fn parts_json(message: &Message, images: bool) -> Value {
+    if !images {
+        let texts = std::iter::once(message.content.clone())
+            .filter(|text| !text.is_empty())
+            .chain(message.parts.iter().map(ContentPart::as_text));
+        return json!(texts.collect::<Vec<_>>().join("\n\n"));
+    }
+    let text =
+        (!message.content.is_empty()).then(|| json!({"type": "text", "text": message.content}));
+    let parts = message.parts.iter().map(|part| match part {
+        ContentPart::Text { text } => json!({"type": "text", "text": text}),
+        ContentPart::ImageUrl { url } => json!({"type": "image_url", "image_url": {"url": url}}),
+    });
+    Value::Array(text.into_iter().chain(parts).collect())
 }
 
 #[derive(Deserialize, Default)]
@@ -239,11 +273,11 @@ pub(crate) fn parse_completion(body: &str) -> Result<Response, ModelError> {
     if let Some(error) = embedded_error(&completion) {
         return Err(error);
     }
-    let choice = completion
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| ModelError::Decode("the response has no choices".into()))?;
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err(ModelError::EmptyAnswer {
+            finish_reason: None,
+        });
+    };
     let wire = choice.message.or(choice.delta).unwrap_or_default();
     let tool_calls = wire
         .tool_calls
@@ -268,6 +302,11 @@ pub(crate) fn parse_completion(body: &str) -> Result<Response, ModelError> {
         .reasoning_content
         .or(wire.reasoning)
         .unwrap_or_default();
+    if is_empty_answer(&message) {
+        return Err(ModelError::EmptyAnswer {
+            finish_reason: choice.finish_reason,
+        });
+    }
     Ok(Response {
         id: completion.id.unwrap_or_default(),
         model: completion.model.unwrap_or_default(),
@@ -277,6 +316,21 @@ pub(crate) fn parse_completion(body: &str) -> Result<Response, ModelError> {
         message: Some(message),
         usage: completion.usage.map(WireUsage::into_usage),
     })
+}
+
+/// Whether an assistant message says nothing at all (no text, reasoning or tool calls).
+pub(crate) fn is_empty_answer(message: &Message) -> bool {
+    message.content.is_empty() && message.reasoning.is_empty() && message.tool_calls.is_empty()
+}
+
+/// A body's start as one line, for an error message.
+pub(crate) fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return "(empty body)".to_string();
+    }
+    shorten(&line, 200)
 }
 
 /// What one stream chunk carried.
@@ -344,7 +398,7 @@ mod tests {
             Message::tool("c1", "t", "ok"),
         ])
         .with_tools(vec![Declaration::new("t", "a tool").unwrap()]);
-        let body = request_body("m", &request, &Map::new());
+        let body = request_body("m", &request, &Map::new(), true);
         assert_eq!(body["messages"][0]["content"], Value::Null);
         assert_eq!(body["messages"][1]["tool_call_id"], "c1");
         assert!(body["messages"][1].get("name").is_none());
@@ -355,7 +409,12 @@ mod tests {
 
     #[test]
     fn no_tools_means_no_tool_choice() {
-        let body = request_body("m", &Request::new(vec![Message::user("hi")]), &Map::new());
+        let body = request_body(
+            "m",
+            &Request::new(vec![Message::user("hi")]),
+            &Map::new(),
+            true,
+        );
         assert!(body.get("tool_choice").is_none());
         assert!(body.get("tools").is_none());
     }

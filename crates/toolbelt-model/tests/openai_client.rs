@@ -16,6 +16,7 @@ fn fast_retries() -> RetryPolicy {
         min_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
         max_retry_after: Duration::from_secs(5),
+        ..RetryPolicy::default()
     }
 }
 
@@ -128,6 +129,7 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
         min_delay: Duration::from_secs(3600),
         max_delay: Duration::from_secs(3600),
         max_retry_after: Duration::from_secs(5),
+        ..RetryPolicy::default()
     };
     let model =
         OpenAiModel::new(OpenAiConfig::new(server.base_url(), "m").with_retry(retry)).unwrap();
@@ -243,7 +245,7 @@ async fn a_stream_that_goes_quiet_ends_with_an_idle_timeout() {
     .unwrap();
     let config = OpenAiConfig::new(server.base_url(), "m")
         .with_retry(RetryPolicy::none())
-        .with_timeouts(Duration::from_secs(5), Duration::from_millis(200));
+        .with_idle_timeout(Duration::from_millis(200));
     let model = OpenAiModel::new(config).unwrap();
     let mut stream = model
         .generate(streaming(vec![Message::user("q")]))
