@@ -151,6 +151,12 @@ pub struct ConnectionConfig {
     /// Who the client says it is.
     #[serde(default)]
     pub client_info: ClientInfo,
+    /// OAuth for the HTTP transports: a pre-registered client, scopes, and whether a
+    /// connection may start an authorization (see [`crate::auth`]). Without it, tokens
+    /// stored by a login ([`crate::auth::login`], `toolbelt mcp login`) for the server's URL
+    /// are still used and refreshed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::auth::OAuthConfig>,
 }
 
 fn default_timeout() -> Duration {
@@ -179,6 +185,7 @@ impl ConnectionConfig {
             timeout: DEFAULT_TIMEOUT,
             description: None,
             client_info: ClientInfo::default(),
+            oauth: None,
         }
     }
 
@@ -200,6 +207,12 @@ impl ConnectionConfig {
             name: name.into(),
             version: version.into(),
         };
+        self
+    }
+
+    /// Sets the OAuth settings (remote transports only; ignored for stdio).
+    pub fn with_oauth(mut self, oauth: crate::auth::OAuthConfig) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 

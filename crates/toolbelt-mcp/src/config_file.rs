@@ -130,6 +130,9 @@ struct RawServer {
     description: Option<String>,
     #[serde(default)]
     disabled: bool,
+    /// OAuth settings of a remote server (`client_id`, `client_secret`, `scopes`, …).
+    #[serde(default)]
+    oauth: Option<crate::auth::OAuthConfig>,
 }
 
 impl McpServersFile {
@@ -258,6 +261,19 @@ impl McpServersFile {
                 .unwrap_or(DEFAULT_TIMEOUT),
             description: raw.description.clone(),
             client_info: Default::default(),
+            oauth: raw
+                .oauth
+                .as_ref()
+                .map(|oauth| {
+                    let mut oauth = oauth.clone();
+                    let expand_opt = |field: &str, value: &Option<String>| {
+                        value.as_deref().map(|v| expand(field, v)).transpose()
+                    };
+                    oauth.client_id = expand_opt("oauth.client_id", &oauth.client_id)?;
+                    oauth.client_secret = expand_opt("oauth.client_secret", &oauth.client_secret)?;
+                    Ok::<_, ConfigFileError>(oauth)
+                })
+                .transpose()?,
         })
     }
 }

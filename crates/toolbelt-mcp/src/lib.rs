@@ -76,6 +76,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod broker;
 mod client;
 mod config;
@@ -86,6 +87,7 @@ mod transport;
 #[cfg(feature = "server")]
 pub mod server;
 
+pub use auth::{AuthorizeMode, OAuthConfig};
 pub use broker::{BrokerError, McpBroker, McpBrokerBuilder};
 pub use client::{
     HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, exposed_name,

@@ -131,7 +131,8 @@ impl Session {
             }
             TransportConfig::StreamableHttp { url, headers } => {
                 let headers = merged_headers(server, headers, extra_headers)?;
-                let client = InjectingClient::new(http_client(server)?, deliveries.clone());
+                let client = InjectingClient::new(http_client(server)?, deliveries.clone())
+                    .with_oauth(url, config.oauth.as_ref());
                 let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(
                         headers

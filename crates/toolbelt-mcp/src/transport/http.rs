@@ -1,8 +1,12 @@
 //! Streamable HTTP: rmcp's transport over a reqwest client that adds the headers an injector
-//! chose for each request (see [`super::HEADERS_META_KEY`]) and records whether each call's
-//! POST could have reached the server (see [`super::delivery`]).
+//! chose for each request (see [`super::HEADERS_META_KEY`]), records whether each call's
+//! POST could have reached the server (see [`super::delivery`]), and carries OAuth bearer
+//! tokens (see [`crate::auth`]): a 401 gets one retry with a refreshed or new token, a
+//! `403 insufficient_scope` one retry after a step-up. Retrying is safe there: a server
+//! that answers 401 or 403 has not processed the message.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
@@ -16,19 +20,79 @@ use sse_stream::Sse;
 
 use super::delivery::DeliveryLog;
 use super::{parse_header, take_injected_headers};
+use crate::auth::{OAuthConfig, OAuthSession};
+
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
 /// A reqwest client that moves per-request headers out of `_meta` and onto the HTTP request,
-/// and notes each ticketed call's delivery.
+/// notes each ticketed call's delivery, and authorizes with OAuth.
 #[derive(Clone)]
 pub(crate) struct InjectingClient {
     inner: reqwest::Client,
     deliveries: Arc<DeliveryLog>,
+    oauth: Option<Arc<OAuthSession>>,
 }
 
 impl InjectingClient {
     /// Wraps `inner`, noting deliveries in `deliveries`.
     pub fn new(inner: reqwest::Client, deliveries: Arc<DeliveryLog>) -> Self {
-        Self { inner, deliveries }
+        Self {
+            inner,
+            deliveries,
+            oauth: None,
+        }
+    }
+
+    /// Sends OAuth tokens for the server at `url`: the stored ones, and new ones as
+    /// `config` allows.
+    pub fn with_oauth(mut self, url: &str, config: Option<&OAuthConfig>) -> Self {
+        self.oauth = Some(Arc::new(OAuthSession::new(url, config)));
+        self
+    }
+
+    /// Runs `send` with the bearer token (unless the caller set one, or an `Authorization`
+    /// header of its own), and once more with a new token when the server refuses it.
+    async fn authorized<T, F, Fut>(
+        &self,
+        auth_header: Option<String>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+        send: F,
+    ) -> HttpResult<T>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = HttpResult<T>>,
+    {
+        let Some(oauth) = self
+            .oauth
+            .as_ref()
+            .filter(|_| auth_header.is_none())
+            .filter(|_| !headers.contains_key(&reqwest::header::AUTHORIZATION))
+        else {
+            return send(auth_header).await;
+        };
+        let token = oauth.bearer().await?;
+        let retry = match send(token.clone()).await {
+            Err(StreamableHttpError::AuthRequired(refused)) => {
+                match oauth
+                    .unauthorized(&refused.www_authenticate_header, token.as_deref())
+                    .await?
+                {
+                    Some(token) => token,
+                    None => return Err(StreamableHttpError::AuthRequired(refused)),
+                }
+            }
+            Err(StreamableHttpError::InsufficientScope(refused)) => {
+                match oauth
+                    .insufficient_scope(&refused.www_authenticate_header)
+                    .await?
+                {
+                    Some(token) => token,
+                    None => return Err(StreamableHttpError::InsufficientScope(refused)),
+                }
+            }
+            other => return other,
+        };
+        send(Some(retry)).await
     }
 
     /// Marks ticket `ticket` refused when its POST provably never reached the server: no
@@ -77,9 +141,17 @@ impl StreamableHttpClient for InjectingClient {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
         let ticket = self.deliveries.sending(&mut message);
+        let headers = custom_headers.clone();
         let result = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .authorized(auth_header, &headers, |token| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                )
+            })
             .await;
         self.note(ticket, &result);
         result
@@ -96,16 +168,18 @@ impl StreamableHttpClient for InjectingClient {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
         let ticket = self.deliveries.sending(&mut message);
+        let headers = custom_headers.clone();
         let result = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, &headers, |token| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await;
         self.note(ticket, &result);
         result
@@ -122,16 +196,18 @@ impl StreamableHttpClient for InjectingClient {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         add_injected(&mut message, &mut custom_headers);
         let ticket = self.deliveries.sending(&mut message);
+        let headers = custom_headers.clone();
         let result = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
+            .authorized(auth_header, &headers, |token| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits.clone(),
+                )
+            })
             .await;
         self.note(ticket, &result);
         result
@@ -144,9 +220,15 @@ impl StreamableHttpClient for InjectingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
+        self.authorized(auth_header, &custom_headers, |token| {
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn get_stream(
@@ -157,9 +239,16 @@ impl StreamableHttpClient for InjectingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+        self.authorized(auth_header, &custom_headers, |token| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -171,16 +260,17 @@ impl StreamableHttpClient for InjectingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
+        self.authorized(auth_header, &custom_headers, |token| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await
+        })
+        .await
     }
 }
 
