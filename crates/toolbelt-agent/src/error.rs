@@ -15,6 +15,9 @@ pub enum AgentError {
     /// The agent or run is misconfigured.
     #[error("{0}")]
     Config(String),
+    /// An agent or tool panicked (a bug); the run was ended cleanly.
+    #[error("the agent panicked: {0}")]
+    Panicked(String),
     /// The caller went away or cancelled the run.
     #[error("the run was cancelled")]
     Cancelled,

@@ -1,44 +1,27 @@
 //! Events: everything a run reports, in order, to its caller and to the session.
+//!
+//! An [`Event`] is a header (ids, author, time) plus an [`EventKind`] whose variants carry
+//! exactly their data. The JSON form is a stable format (`toolbelt run --json` prints one
+//! event per line): the header fields, then `"type"` naming the variant in snake_case, then
+//! the variant's fields, for example
+//!
+//! ```json
+//! {"id":"…","invocation_id":"…","author":"calculator","timestamp_ms":1733222400000,
+//!  "type":"tool_result","result":{"call_id":"call_1","name":"multiply","content":"100.0",
+//!  "is_error":false,"duration_ms":0}}
+//! ```
+//!
+//! New variants and new optional fields may be added; existing names do not change.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use toolbelt_model::{Message, Response, ToolCall};
+use toolbelt_core::{ContentBlock, ProgressUpdate, StreamChunk};
+use toolbelt_model::{Delta, FinishReason, Message, ToolCall, Usage};
 
-/// What kind of thing an event reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectType {
-    /// The caller's input: a user message (or role=tool results when resuming).
-    UserInput,
-    /// A streamed delta of the model's answer (`response.partial`); not stored.
-    ChatChunk,
-    /// The model's complete message (text and/or tool calls).
-    ChatCompletion,
-    /// Results of tool calls, in the model's call order.
-    ToolResponse,
-    /// Something went wrong; see [`Event::error`].
-    Error,
-    /// The last event of a run.
-    RunnerCompletion,
-}
-
-impl ObjectType {
-    /// The dotted name used in logs and the SQLite store.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectType::UserInput => "user.input",
-            ObjectType::ChatChunk => "chat.completion.chunk",
-            ObjectType::ChatCompletion => "chat.completion",
-            ObjectType::ToolResponse => "tool.response",
-            ObjectType::Error => "error",
-            ObjectType::RunnerCompletion => "runner.completion",
-        }
-    }
-}
-
-/// The result of one tool call, as reported in a [`ObjectType::ToolResponse`] event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The result of one tool call, as reported in an [`EventKind::ToolResult`] event (and in
+/// [`EventKind::ToolInput`] for results the caller supplied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The `tool_call_id` it answers.
     pub call_id: String,
@@ -49,6 +32,12 @@ pub struct ToolResult {
     /// What a user is shown, when it differs from `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_text: Option<String>,
+    /// Multimodal blocks the tool returned (images go to models that accept them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<ContentBlock>,
+    /// The tool asked that the result be given to the model but not shown to the user.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub silent: bool,
     /// Whether the call failed (unknown tool, bad arguments, the tool's own error).
     #[serde(default)]
     pub is_error: bool,
@@ -72,13 +61,21 @@ impl ToolResult {
             name: name.into(),
             content: content.into(),
             user_text: None,
+            blocks: Vec::new(),
+            silent: false,
             is_error: false,
             duration_ms: 0,
             repaired_arguments: None,
         }
     }
 
-    /// The role=tool message sent to the model.
+    /// What a user is shown: `user_text`, else the model's text.
+    pub fn text_for_user(&self) -> &str {
+        self.user_text.as_deref().unwrap_or(&self.content)
+    }
+
+    /// The role=tool message sent to the model (text only: OpenAI's `tool` role takes no
+    /// images; see [`crate::history`] for where images go).
     pub fn to_message(&self) -> Message {
         Message::tool(&self.call_id, &self.name, &self.content)
     }
@@ -92,29 +89,122 @@ pub enum ErrorKind {
     Model,
     /// The agent asked for tools more times than its limit allows.
     MaxIterations,
-    /// The session store failed.
+    /// The session store failed (the error event itself may not be stored).
     Session,
     /// The run was misconfigured (an unknown agent, for example).
     Config,
     /// The run was cancelled.
     Cancelled,
+    /// An agent or tool panicked: a bug, contained so that the run still completes.
+    Panic,
 }
 
-/// The error of an [`ObjectType::Error`] event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventError {
-    /// What failed.
-    pub kind: ErrorKind,
-    /// A message for people.
-    pub message: String,
+/// What an event reports. The JSON tag is `"type"`, the variant's name in snake_case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// One user or system message of the caller's input.
+    UserInput {
+        /// The message.
+        message: Message,
+    },
+    /// Role=tool results the caller supplied when resuming after
+    /// [`EventKind::PendingToolCalls`].
+    ToolInput {
+        /// The results, in the order given.
+        results: Vec<ToolResult>,
+    },
+    /// A streamed piece of the model's answer. Not stored.
+    ModelDelta {
+        /// What arrived.
+        delta: Delta,
+    },
+    /// The model's complete message. Its tool calls are the recorded ones: ids unique within
+    /// the turn, arguments valid JSON (repaired when repair is on, else an object saying the
+    /// original was malformed), so the history replays to any provider.
+    ModelResponse {
+        /// The assistant message.
+        message: Message,
+        /// Why the model stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<FinishReason>,
+        /// Tokens used, when the provider reported them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// A piece of a streaming tool's output, as it arrives. Not stored.
+    ToolChunk {
+        /// The call it belongs to.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The chunk.
+        chunk: StreamChunk,
+    },
+    /// A progress report of a running tool call. Not stored.
+    ToolProgress {
+        /// The call it belongs to.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The report.
+        update: ProgressUpdate,
+    },
+    /// One call's result, emitted as the call ends (so in completion order; the history
+    /// puts a turn's results in the assistant's call order).
+    ToolResult {
+        /// The result.
+        result: ToolResult,
+    },
+    /// Calls the execution filter handed back: run them and resume the session with
+    /// role=tool messages. The run ends after this event.
+    PendingToolCalls {
+        /// The calls, as recorded in the model's response.
+        calls: Vec<ToolCall>,
+    },
+    /// Something the user should know that does not stop the run (the answer was cut at the
+    /// token limit, a tool set failed to list).
+    Warning {
+        /// A message for people.
+        message: String,
+    },
+    /// Something went wrong; the run ends.
+    Error {
+        /// What failed.
+        kind: ErrorKind,
+        /// A message for people.
+        message: String,
+    },
+    /// The last event of every run (root or child), always.
+    RunCompleted,
+}
+
+impl EventKind {
+    /// The variant's name, as in the JSON `"type"` field.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::UserInput { .. } => "user_input",
+            EventKind::ToolInput { .. } => "tool_input",
+            EventKind::ModelDelta { .. } => "model_delta",
+            EventKind::ModelResponse { .. } => "model_response",
+            EventKind::ToolChunk { .. } => "tool_chunk",
+            EventKind::ToolProgress { .. } => "tool_progress",
+            EventKind::ToolResult { .. } => "tool_result",
+            EventKind::PendingToolCalls { .. } => "pending_tool_calls",
+            EventKind::Warning { .. } => "warning",
+            EventKind::Error { .. } => "error",
+            EventKind::RunCompleted => "run_completed",
+        }
+    }
 }
 
 /// One event of a run.
 ///
-/// A run yields, in order: the caller's input, then for every model turn its chunks (when
-/// streaming), its complete message and, if it called tools, one tool response; then, after
-/// the last turn (or an error), a runner completion. Every event but chunks is stored in the
-/// session before the caller sees it.
+/// A run yields, in order: the caller's input, then for every model turn its deltas (when
+/// streaming), its complete response and, if it called tools, their chunks, progress and
+/// results as they come; then, after the last turn (or an error), [`EventKind::RunCompleted`].
+/// Every event but deltas, chunks and progress is stored in the session before the caller
+/// sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Unique id.
@@ -127,26 +217,11 @@ pub struct Event {
     pub parent_invocation_id: Option<String>,
     /// The agent's name, or `user` for the caller's input.
     pub author: String,
-    /// What the event reports.
-    pub object: ObjectType,
-    /// The model's response: a delta for chunks, the full message for completions, the
-    /// input message for user input.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<Response>,
-    /// Tool results (tool responses, and role=tool input).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_results: Vec<ToolResult>,
-    /// Tool calls the execution filter handed back to the caller: run them and resume the
-    /// session with role=tool messages.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pending_tool_calls: Vec<ToolCall>,
-    /// The error of an error event.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<EventError>,
-    /// Whether the event is complete (everything but chunks).
-    pub done: bool,
     /// Milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
+    /// What the event reports.
+    #[serde(flatten)]
+    pub kind: EventKind,
 }
 
 impl Event {
@@ -155,57 +230,79 @@ impl Event {
         invocation_id: impl Into<String>,
         parent_invocation_id: Option<String>,
         author: impl Into<String>,
-        object: ObjectType,
+        kind: EventKind,
     ) -> Self {
         Self {
             id: crate::id::new_id(),
             invocation_id: invocation_id.into(),
             parent_invocation_id,
             author: author.into(),
-            object,
-            response: None,
-            tool_results: Vec::new(),
-            pending_tool_calls: Vec::new(),
-            error: None,
-            done: object != ObjectType::ChatChunk,
             timestamp_ms: now_ms(),
+            kind,
         }
     }
 
-    /// The text delta of a chunk (empty for other events).
+    /// The text of a model delta (empty for other events).
     pub fn delta_text(&self) -> &str {
-        match (&self.response, self.object) {
-            (Some(response), ObjectType::ChatChunk) => &response.delta.content,
+        match &self.kind {
+            EventKind::ModelDelta { delta } => &delta.content,
             _ => "",
         }
     }
 
-    /// The complete message of a completion or of user input.
+    /// The message of a model response or of user input.
     pub fn message(&self) -> Option<&Message> {
-        self.response.as_ref().and_then(|r| r.message.as_ref())
+        match &self.kind {
+            EventKind::UserInput { message } | EventKind::ModelResponse { message, .. } => {
+                Some(message)
+            }
+            _ => None,
+        }
     }
 
-    /// The tool calls of a completion.
+    /// The (recorded) tool calls of a model response.
     pub fn tool_calls(&self) -> &[ToolCall] {
-        match self.object {
-            ObjectType::ChatCompletion => self.message().map_or(&[], |m| &m.tool_calls),
+        match &self.kind {
+            EventKind::ModelResponse { message, .. } => &message.tool_calls,
             _ => &[],
+        }
+    }
+
+    /// The tool result of a [`EventKind::ToolResult`] event.
+    pub fn tool_result(&self) -> Option<&ToolResult> {
+        match &self.kind {
+            EventKind::ToolResult { result } => Some(result),
+            _ => None,
+        }
+    }
+
+    /// The kind and message of an error event.
+    pub fn error(&self) -> Option<(ErrorKind, &str)> {
+        match &self.kind {
+            EventKind::Error { kind, message } => Some((*kind, message)),
+            _ => None,
         }
     }
 
     /// Whether this is an error event.
     pub fn is_error(&self) -> bool {
-        self.object == ObjectType::Error
+        matches!(self.kind, EventKind::Error { .. })
     }
 
     /// Whether this is the last event of a run.
-    pub fn is_runner_completion(&self) -> bool {
-        self.object == ObjectType::RunnerCompletion
+    pub fn is_run_completed(&self) -> bool {
+        matches!(self.kind, EventKind::RunCompleted)
     }
 
-    /// Whether the event goes into the session (everything but chunks).
+    /// Whether the event goes into the session (everything but deltas, tool chunks and
+    /// progress, which the complete response and results repeat).
     pub fn is_persistent(&self) -> bool {
-        self.object != ObjectType::ChatChunk
+        !matches!(
+            self.kind,
+            EventKind::ModelDelta { .. }
+                | EventKind::ToolChunk { .. }
+                | EventKind::ToolProgress { .. }
+        )
     }
 }
 
@@ -213,4 +310,98 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            id: "e1".into(),
+            invocation_id: "i1".into(),
+            parent_invocation_id: None,
+            author: "agent".into(),
+            timestamp_ms: 7,
+            kind,
+        }
+    }
+
+    #[test]
+    fn the_json_form_is_the_header_plus_a_type_tag_and_the_variants_fields() {
+        let mut result = ToolResult::new("call_1", "multiply", "100.0");
+        result.silent = true;
+        let value = serde_json::to_value(event(EventKind::ToolResult { result })).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "id": "e1", "invocation_id": "i1", "author": "agent", "timestamp_ms": 7,
+                "type": "tool_result",
+                "result": {"call_id": "call_1", "name": "multiply", "content": "100.0",
+                           "silent": true, "is_error": false, "duration_ms": 0}
+            })
+        );
+        let value = serde_json::to_value(event(EventKind::RunCompleted)).unwrap();
+        assert_eq!(value["type"], "run_completed");
+        let value = serde_json::to_value(event(EventKind::Error {
+            kind: ErrorKind::Panic,
+            message: "boom".into(),
+        }))
+        .unwrap();
+        assert_eq!(
+            (&value["type"], &value["kind"]),
+            (&json!("error"), &json!("panic"))
+        );
+    }
+
+    #[test]
+    fn every_variant_reads_back_as_written() {
+        let kinds = vec![
+            EventKind::UserInput {
+                message: Message::user("hi"),
+            },
+            EventKind::ToolInput {
+                results: vec![ToolResult::new("a", "t", "ok")],
+            },
+            EventKind::ModelDelta {
+                delta: Delta {
+                    content: "he".into(),
+                    ..Delta::default()
+                },
+            },
+            EventKind::ModelResponse {
+                message: Message::assistant_tool_calls("", vec![ToolCall::new("a", "t", "{}")]),
+                finish_reason: Some(FinishReason::Length),
+                usage: Some(Usage::default()),
+            },
+            EventKind::ToolChunk {
+                call_id: "a".into(),
+                name: "t".into(),
+                chunk: StreamChunk::new("part"),
+            },
+            EventKind::ToolProgress {
+                call_id: "a".into(),
+                name: "t".into(),
+                update: ProgressUpdate::new(1.0).with_message("half"),
+            },
+            EventKind::PendingToolCalls {
+                calls: vec![ToolCall::new("b", "t", "{}")],
+            },
+            EventKind::Warning {
+                message: "cut".into(),
+            },
+            EventKind::RunCompleted,
+        ];
+        for kind in kinds {
+            let written = event(kind);
+            let text = serde_json::to_string(&written).unwrap();
+            let read: Event = serde_json::from_str(&text).unwrap();
+            assert_eq!(read, written, "{text}");
+            assert_eq!(
+                serde_json::from_str::<serde_json::Value>(&text).unwrap()["type"],
+                written.kind.type_name()
+            );
+        }
+    }
 }

@@ -1,91 +1,285 @@
 //! Turning stored events into the messages of a model request, and repairing them so that
 //! providers accept them.
 //!
-//! Providers reject a conversation where a `tool` message answers no preceding call, or
-//! where an assistant's tool call has no answer before the next turn. Both happen in real
-//! sessions: a run cancelled between the model's call and the tool's result, a caller that
-//! resumes with the wrong id, a session edited by hand. [`sanitize`] therefore, before every
-//! model call:
+//! Providers reject a conversation where a `tool` message answers no preceding call, where
+//! an assistant's tool call has no answer before the next turn, where two calls of one turn
+//! share an id, or (vLLM, and proxies in front of it) where a call's `arguments` is not JSON.
+//! All of these happen in real sessions: a run cancelled between the model's call and the
+//! tool's result, a caller that resumes with the wrong id, a model that writes broken JSON or
+//! numbers every call `call_0`, a session stored by an older version. [`sanitize`] therefore,
+//! before every model call:
 //!
+//! - makes the ids of each assistant message's calls unique and non-empty (`call_1`,
+//!   `call_1_2`, ...), pairing each `tool` message with the first unanswered call that had its
+//!   id, so a duplicate id keeps both results;
+//! - replaces arguments that are not a JSON object with valid JSON saying so
+//!   (`{"_malformed_arguments": "<the first 200 characters>"}`; see [`record_tool_calls`],
+//!   which the agent applies to every response before it is stored);
+//! - puts each turn's `tool` messages in the assistant's call order (results are stored as
+//!   each call ends, which is completion order);
 //! - drops `tool` messages that answer no call of the assistant message right before them
 //!   (or answer one that was already answered);
 //! - adds, for every call left without an answer, a `tool` message saying that no result was
-//!   recorded, placed right after the other answers of that turn.
+//!   recorded.
+//!
+//! [`conversation`] adds what a tool returned beyond text: images go to a model that accepts
+//! them as a user message with image parts right after that turn's `tool` messages (OpenAI's
+//! `tool` role takes text only); other blocks, and images for a model that does not accept
+//! them, are summarised in the tool message's text.
 
 use std::collections::HashSet;
 
-use toolbelt_model::{Message, Role};
+use serde_json::Value;
+use toolbelt_core::ContentBlock;
+use toolbelt_model::{Message, Role, ToolCall};
 
-use crate::{Event, ObjectType};
+use crate::{Event, EventKind};
 
 /// The text sent in place of a tool result that was never recorded.
 pub const MISSING_RESULT: &str = "Error: no result was recorded for this tool call (the run was interrupted); call it again if you still need it";
 
-/// The conversation stored in `events`, as messages.
-pub fn messages_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Message> {
-    let mut messages = Vec::new();
-    for event in events {
-        match event.object {
-            ObjectType::UserInput | ObjectType::ChatCompletion => {
-                if let Some(message) = event.message() {
-                    messages.push(message.clone());
-                }
-                messages.extend(event.tool_results.iter().map(|r| r.to_message()));
-            }
-            ObjectType::ToolResponse => {
-                messages.extend(event.tool_results.iter().map(|r| r.to_message()));
-            }
-            ObjectType::ChatChunk | ObjectType::Error | ObjectType::RunnerCompletion => {}
-        }
-    }
-    messages
+/// The key of the object recorded in place of arguments that were not valid JSON.
+pub const MALFORMED_ARGUMENTS_KEY: &str = "_malformed_arguments";
+
+/// How much of malformed arguments is kept in the recorded call, in characters.
+const MALFORMED_PREFIX_CHARS: usize = 200;
+
+/// A message and the content blocks of the tool result it carries (if any).
+struct Entry {
+    message: Message,
+    blocks: Vec<ContentBlock>,
 }
 
-/// Repairs tool-call pairing (see the module docs). Other messages are kept as they are.
+impl Entry {
+    fn text(message: Message) -> Self {
+        Self {
+            message,
+            blocks: Vec::new(),
+        }
+    }
+}
+
+fn entries_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for event in events {
+        match &event.kind {
+            EventKind::UserInput { message } | EventKind::ModelResponse { message, .. } => {
+                entries.push(Entry::text(message.clone()));
+            }
+            EventKind::ToolInput { results } => {
+                entries.extend(results.iter().map(|r| Entry::text(r.to_message())));
+            }
+            EventKind::ToolResult { result } => entries.push(Entry {
+                message: result.to_message(),
+                blocks: result.blocks.clone(),
+            }),
+            EventKind::ModelDelta { .. }
+            | EventKind::ToolChunk { .. }
+            | EventKind::ToolProgress { .. }
+            | EventKind::PendingToolCalls { .. }
+            | EventKind::Warning { .. }
+            | EventKind::Error { .. }
+            | EventKind::RunCompleted => {}
+        }
+    }
+    entries
+}
+
+/// The conversation stored in `events`, as messages (text only, not yet sanitised).
+pub fn messages_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Message> {
+    entries_from_events(events)
+        .into_iter()
+        .map(|e| e.message)
+        .collect()
+}
+
+/// The messages a model is sent for the conversation in `events`: sanitised (see the module
+/// docs), with tool results' images as image parts when `images` is true (the model accepts
+/// them), summarised as text otherwise.
+pub fn conversation<'a>(events: impl IntoIterator<Item = &'a Event>, images: bool) -> Vec<Message> {
+    render_blocks(sanitize_entries(entries_from_events(events)), images)
+}
+
+/// Repairs tool calls and their pairing (see the module docs). Other messages are kept as
+/// they are.
 pub fn sanitize(messages: Vec<Message>) -> Vec<Message> {
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
-    // The calls of the latest assistant turn still waiting for an answer, in call order.
-    let mut open: Vec<(String, String)> = Vec::new();
-    let mut answered: HashSet<String> = HashSet::new();
-    let mut in_tool_block = false;
+    sanitize_entries(messages.into_iter().map(Entry::text).collect())
+        .into_iter()
+        .map(|e| e.message)
+        .collect()
+}
 
-    let close = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
-        for (id, name) in open.drain(..) {
-            out.push(Message::tool(id, name, MISSING_RESULT));
-        }
+/// The tool calls of a model's response as they are recorded (and replayed to the model):
+/// ids unique and non-empty, arguments a JSON object. Arguments that are not are replaced by
+/// `repair(arguments)` when it gives a JSON object (the agent passes the executor's repair
+/// when repair is on for the run), else by `{"_malformed_arguments": "<first 200 chars>"}`.
+/// Empty arguments are recorded as `{}`.
+pub fn record_tool_calls(
+    calls: &[ToolCall],
+    repair: impl Fn(&str) -> Option<String>,
+) -> Vec<ToolCall> {
+    let mut taken: HashSet<String> = HashSet::new();
+    calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            let mut recorded = call.clone();
+            recorded.id = unique_id(&call.id, index, &mut taken);
+            recorded.function.arguments = recorded_arguments(&call.function.arguments, &repair);
+            recorded
+        })
+        .collect()
+}
+
+/// `id`, or `call_{index + 1}` when empty, made unique among `taken` with a `_2`, `_3`, ...
+/// suffix.
+fn unique_id(id: &str, index: usize, taken: &mut HashSet<String>) -> String {
+    let base = if id.trim().is_empty() {
+        format!("call_{}", index + 1)
+    } else {
+        id.to_string()
     };
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken.contains(&candidate) {
+        candidate = format!("{base}_{n}");
+        n += 1;
+    }
+    taken.insert(candidate.clone());
+    candidate
+}
 
-    for message in messages {
-        match message.role {
-            Role::Tool => {
-                let id = message.tool_call_id.clone().unwrap_or_default();
-                let position = open.iter().position(|(open_id, _)| *open_id == id);
-                match position {
-                    Some(position) if in_tool_block && !answered.contains(&id) => {
-                        open.remove(position);
-                        answered.insert(id);
-                        out.push(message);
-                    }
-                    _ => tracing::debug!(tool_call_id = %id, "dropping an orphan tool result"),
-                }
+fn is_json_object(text: &str) -> bool {
+    matches!(serde_json::from_str::<Value>(text), Ok(Value::Object(_)))
+}
+
+fn recorded_arguments(arguments: &str, repair: &impl Fn(&str) -> Option<String>) -> String {
+    if arguments.trim().is_empty() {
+        return "{}".to_string();
+    }
+    if is_json_object(arguments) {
+        return arguments.to_string();
+    }
+    if let Some(fixed) = repair(arguments).filter(|fixed| is_json_object(fixed)) {
+        return fixed;
+    }
+    let prefix: String = arguments.chars().take(MALFORMED_PREFIX_CHARS).collect();
+    serde_json::json!({ MALFORMED_ARGUMENTS_KEY: prefix }).to_string()
+}
+
+/// One call of an assistant turn waiting for its answer.
+struct OpenCall {
+    /// The id the model gave it (what stored results quote).
+    original_id: String,
+    /// The recorded, unique id.
+    id: String,
+    name: String,
+    answer: Option<Entry>,
+}
+
+fn sanitize_entries(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+    // The calls of the latest assistant turn, in call order, while its tool block lasts.
+    let mut open: Vec<OpenCall> = Vec::new();
+
+    let close =
+        |out: &mut Vec<Entry>, open: &mut Vec<OpenCall>| {
+            for call in open.drain(..) {
+                out.push(call.answer.unwrap_or_else(|| {
+                    Entry::text(Message::tool(call.id, call.name, MISSING_RESULT))
+                }));
             }
-            _ => {
-                close(&mut out, &mut open);
-                answered.clear();
-                in_tool_block = message.has_tool_calls();
-                if in_tool_block {
-                    open = message
-                        .tool_calls
-                        .iter()
-                        .map(|c| (c.id.clone(), c.function.name.clone()))
-                        .collect();
+        };
+
+    for mut entry in entries {
+        if entry.message.role == Role::Tool {
+            let id = entry.message.tool_call_id.clone().unwrap_or_default();
+            // The first unanswered call with this id as the model wrote it, else as
+            // recorded (results of this version quote the recorded id).
+            let position = open
+                .iter()
+                .position(|c| c.answer.is_none() && c.original_id == id)
+                .or_else(|| open.iter().position(|c| c.answer.is_none() && c.id == id));
+            let slot = position.map(|p| &mut open[p]);
+            match slot {
+                Some(call) => {
+                    entry.message.tool_call_id = Some(call.id.clone());
+                    call.answer = Some(entry);
                 }
-                out.push(message);
+                None => tracing::debug!(tool_call_id = %id, "dropping an orphan tool result"),
             }
+            continue;
         }
+        close(&mut out, &mut open);
+        if entry.message.has_tool_calls() {
+            let original = std::mem::take(&mut entry.message.tool_calls);
+            let recorded = record_tool_calls(&original, |_| None);
+            open = original
+                .iter()
+                .zip(&recorded)
+                .map(|(o, r)| OpenCall {
+                    original_id: o.id.clone(),
+                    id: r.id.clone(),
+                    name: r.function.name.clone(),
+                    answer: None,
+                })
+                .collect();
+            entry.message.tool_calls = recorded;
+        }
+        out.push(entry);
     }
     close(&mut out, &mut open);
     out
+}
+
+/// Puts tool results' blocks where the model can read them (see the module docs).
+fn render_blocks(entries: Vec<Entry>, images: bool) -> Vec<Message> {
+    let mut out = Vec::with_capacity(entries.len());
+    // The image blocks of the current run of tool messages: (call id, tool name, block).
+    let mut pending_images: Vec<(String, String, ContentBlock)> = Vec::new();
+    for Entry {
+        mut message,
+        blocks,
+    } in entries
+    {
+        if message.role != Role::Tool {
+            flush_images(&mut out, &mut pending_images);
+        }
+        for block in blocks {
+            if images && matches!(block, ContentBlock::Image { .. }) {
+                let id = message.tool_call_id.clone().unwrap_or_default();
+                let name = message.name.clone().unwrap_or_default();
+                pending_images.push((id, name, block));
+            } else if !matches!(block, ContentBlock::Text { ref text } if message.content.contains(text.as_str()))
+            {
+                if !message.content.is_empty() {
+                    message.content.push('\n');
+                }
+                message.content.push_str(&block.summary());
+            }
+        }
+        out.push(message);
+    }
+    flush_images(&mut out, &mut pending_images);
+    out
+}
+
+/// Sends the images of a turn's tool results as one user message with image parts.
+fn flush_images(out: &mut Vec<Message>, pending: &mut Vec<(String, String, ContentBlock)>) {
+    if pending.is_empty() {
+        return;
+    }
+    let mut text = String::from("Images returned by the tool calls above:");
+    let mut parts = Vec::new();
+    for (id, name, block) in pending.drain(..) {
+        if let ContentBlock::Image { mime_type, data } = block {
+            text.push_str(&format!("\n- {name} ({id}): {mime_type}"));
+            parts.push(toolbelt_model::ContentPart::ImageUrl {
+                url: format!("data:{mime_type};base64,{data}"),
+            });
+        }
+    }
+    out.push(Message::user_with_parts(text, parts));
 }
 
 #[cfg(test)]
@@ -98,6 +292,10 @@ mod tests {
             "",
             ids.iter().map(|id| ToolCall::new(*id, "t", "{}")).collect(),
         )
+    }
+
+    fn ids(message: &Message) -> Vec<&str> {
+        message.tool_calls.iter().map(|c| c.id.as_str()).collect()
     }
 
     #[test]
@@ -116,19 +314,32 @@ mod tests {
     }
 
     #[test]
-    fn calls_without_results_get_a_placeholder_before_the_next_turn() {
+    fn calls_without_results_get_a_placeholder_and_results_follow_call_order() {
         let out = sanitize(vec![
             calls(&["a", "b"]),
             Message::tool("b", "t", "ok"),
             Message::user("next"),
             calls(&["c"]),
         ]);
-        assert_eq!(out[1].tool_call_id.as_deref(), Some("b"));
-        assert_eq!(out[2].tool_call_id.as_deref(), Some("a"));
-        assert_eq!(out[2].content, MISSING_RESULT);
+        assert_eq!(out[1].tool_call_id.as_deref(), Some("a"));
+        assert_eq!(out[1].content, MISSING_RESULT);
+        assert_eq!(out[2].tool_call_id.as_deref(), Some("b"));
+        assert_eq!(out[2].content, "ok");
         assert_eq!(out[3].role, Role::User);
         assert_eq!(out[5].tool_call_id.as_deref(), Some("c"));
         assert_eq!(out.len(), 6);
+    }
+
+    #[test]
+    fn results_stored_in_completion_order_are_sent_in_call_order() {
+        let out = sanitize(vec![
+            calls(&["a", "b", "c"]),
+            Message::tool("c", "t", "third"),
+            Message::tool("a", "t", "first"),
+            Message::tool("b", "t", "second"),
+        ]);
+        let texts: Vec<&str> = out[1..].iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(texts, ["first", "second", "third"]);
     }
 
     #[test]
@@ -141,5 +352,59 @@ mod tests {
         assert_eq!(out.len(), 3);
         assert_eq!(out[1].content, MISSING_RESULT);
         assert_eq!(out[2].role, Role::User);
+    }
+
+    #[test]
+    fn duplicate_and_empty_ids_are_made_unique_and_keep_both_results() {
+        // As stored before ids were made unique at recording: two calls `x`, one without id.
+        let out = sanitize(vec![
+            calls(&["x", "x", ""]),
+            Message::tool("x", "t", "one"),
+            Message::tool("x", "t", "two"),
+        ]);
+        assert_eq!(ids(&out[0]), ["x", "x_2", "call_3"]);
+        let answers: Vec<(Option<&str>, &str)> = out[1..]
+            .iter()
+            .map(|m| (m.tool_call_id.as_deref(), m.content.as_str()))
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                (Some("x"), "one"),
+                (Some("x_2"), "two"),
+                (Some("call_3"), MISSING_RESULT)
+            ]
+        );
+    }
+
+    #[test]
+    fn stored_malformed_arguments_are_replayed_as_valid_json() {
+        let mut turn = calls(&["a", "b", "c"]);
+        turn.tool_calls[0].function.arguments = r#"{"path": "x"#.into();
+        turn.tool_calls[1].function.arguments = String::new();
+        turn.tool_calls[2].function.arguments = "[1, 2]".into();
+        let out = sanitize(vec![turn]);
+        let args: Vec<Value> = out[0]
+            .tool_calls
+            .iter()
+            .map(|c| serde_json::from_str(&c.function.arguments).expect("valid JSON"))
+            .collect();
+        assert_eq!(args[0][MALFORMED_ARGUMENTS_KEY], r#"{"path": "x"#);
+        assert_eq!(args[1], serde_json::json!({}));
+        assert_eq!(args[2][MALFORMED_ARGUMENTS_KEY], "[1, 2]");
+    }
+
+    #[test]
+    fn malformed_arguments_keep_only_a_prefix_and_repair_wins_when_it_works() {
+        let long = format!("{{\"text\": \"{}", "é".repeat(500));
+        let recorded = record_tool_calls(&[ToolCall::new("a", "t", long)], |_| None);
+        let value: Value = serde_json::from_str(&recorded[0].function.arguments).unwrap();
+        let kept = value[MALFORMED_ARGUMENTS_KEY].as_str().unwrap();
+        assert_eq!(kept.chars().count(), MALFORMED_PREFIX_CHARS);
+
+        let repaired = record_tool_calls(&[ToolCall::new("a", "t", "{'a': 1")], |_| {
+            Some(r#"{"a":1}"#.to_string())
+        });
+        assert_eq!(repaired[0].function.arguments, r#"{"a":1}"#);
     }
 }

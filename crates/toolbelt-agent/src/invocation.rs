@@ -10,7 +10,7 @@ use toolbelt_exec::ExecutionFilter;
 use toolbelt_model::Message;
 
 use crate::session::{SessionKey, SessionService};
-use crate::{Agent, AgentError, Event, EventStream, ObjectType, ToolResult};
+use crate::{Agent, AgentError, Event, EventKind, EventStream, ToolResult};
 
 /// Per-run settings, given to [`Runner::run`](crate::Runner::run).
 #[derive(Debug, Clone, Default)]
@@ -19,7 +19,7 @@ pub struct RunOptions {
     /// (`transfer_to_agent`, `await_user_reply`) are never filtered out.
     pub tool_filter: Option<ToolFilter>,
     /// Decides which of the model's calls the framework runs; the others are handed back in
-    /// [`Event::pending_tool_calls`] and the run ends so the caller can run them and resume
+    /// an [`EventKind::PendingToolCalls`] event and the run ends so the caller can run them and resume
     /// with role=tool messages.
     pub execution_filter: Option<ExecutionFilter>,
     /// Repairs malformed JSON arguments for this run (`None`: the agent's setting).
@@ -189,13 +189,15 @@ impl Invocation {
     }
 
     /// A new event of this invocation, authored by its agent.
-    pub fn new_event(&self, object: ObjectType) -> Event {
-        Event::new(&self.id, self.parent_id.clone(), &self.agent_name, object)
+    pub fn new_event(&self, kind: EventKind) -> Event {
+        Event::new(&self.id, self.parent_id.clone(), &self.agent_name, kind)
     }
 
-    /// Stores the event (unless it is a chunk) and then sends it to the caller, so anything
-    /// the caller saw is already stored. Fails with [`AgentError::Cancelled`] when the caller
-    /// is gone.
+    /// Stores the event (unless it is not persistent, see [`Event::is_persistent`]) and then
+    /// sends it to the caller, so anything the caller saw is already stored. Fails with
+    /// [`AgentError::Session`] when storing fails (the event is then not sent: the run ends
+    /// with a session error instead) and with [`AgentError::Cancelled`] when the caller is
+    /// gone.
     pub async fn emit(&self, event: Event) -> Result<(), AgentError> {
         if event.is_persistent() {
             match &self.history {
@@ -275,22 +277,21 @@ impl Invocation {
     }
 
     /// Runs `agent` in this (child) invocation on `input` and returns its events; every one
-    /// carries this invocation's id and its parent's. Dropping the stream cancels the child.
+    /// carries this invocation's id and its parent's. The stream ends with
+    /// [`EventKind::RunCompleted`] like a root run's (a panicking agent gives an
+    /// [`ErrorKind::Panic`](crate::ErrorKind::Panic) error first). Dropping the stream
+    /// cancels the child.
     pub fn run_child(mut self, agent: Arc<dyn Agent>, input: Vec<Message>) -> EventStream {
         let (tx, rx) = mpsc::channel(crate::runner::CHANNEL_CAPACITY);
         self.output = tx;
         self.agent_name = agent.name().to_string();
-        let cancel = self.cancel.clone();
-        let stream = EventStream::new(rx, cancel);
-        tokio::spawn(async move {
-            for event in input_events(&self, "user", input) {
-                if self.emit(event).await.is_err() {
-                    return;
-                }
+        let stream = EventStream::new(rx, self.cancel.clone());
+        let inv = self.clone();
+        crate::runner::spawn_run(self, async move {
+            for event in input_events(&inv, "user", input) {
+                inv.emit(event).await?;
             }
-            if let Err(error) = agent.run(self.clone()).await {
-                let _ = self.emit(crate::runner::error_event(&self, &error)).await;
-            }
+            agent.run(inv).await
         });
         stream
     }
@@ -301,32 +302,38 @@ impl Invocation {
 pub(crate) fn input_events(inv: &Invocation, author: &str, input: Vec<Message>) -> Vec<Event> {
     let mut events: Vec<Event> = Vec::new();
     for message in input {
-        let mut event = Event::new(
-            inv.id(),
-            inv.parent_id().map(str::to_string),
-            author,
-            ObjectType::UserInput,
-        );
         if message.role == toolbelt_model::Role::Tool {
             let result = ToolResult::new(
                 message.tool_call_id.clone().unwrap_or_default(),
                 message.name.clone().unwrap_or_default(),
                 message.content,
             );
-            if let Some(last) = events.last_mut()
-                && last.response.is_none()
+            if let Some(Event {
+                kind: EventKind::ToolInput { results },
+                ..
+            }) = events.last_mut()
             {
-                last.tool_results.push(result);
+                results.push(result);
                 continue;
             }
-            event.tool_results.push(result);
+            let kind = EventKind::ToolInput {
+                results: vec![result],
+            };
+            events.push(Event::new(
+                inv.id(),
+                inv.parent_id().map(str::to_string),
+                author,
+                kind,
+            ));
         } else {
-            event.response = Some(toolbelt_model::Response {
-                message: Some(message),
-                ..Default::default()
-            });
+            let kind = EventKind::UserInput { message };
+            events.push(Event::new(
+                inv.id(),
+                inv.parent_id().map(str::to_string),
+                author,
+                kind,
+            ));
         }
-        events.push(event);
     }
     events
 }

@@ -6,10 +6,14 @@
 //!   answered with suggestions, optional JSON repair), until the model answers without tools
 //!   or [`LlmAgentBuilder::max_tool_iterations`] is reached (an error event).
 //! - [`Runner`]: `run(user_id, session_id, input, options)` → an [`EventStream`] of
-//!   [`Event`]s (input, chunks, completions, tool responses, errors, a runner completion).
+//!   [`Event`]s: a header plus an [`EventKind`] (input, model deltas and responses, tool
+//!   chunks, progress and results as they happen, warnings, errors) and always, last,
+//!   [`EventKind::RunCompleted`]. The JSON form is stable (see [`Event`]).
 //! - Sessions ([`session`]): in memory, or SQLite (feature `sqlite`); every complete event
-//!   is stored before the caller sees it, and history is sanitised before every model call
-//!   ([`history::sanitize`]).
+//!   is stored before the caller sees it; a store that fails ends the run with an
+//!   [`ErrorKind::Session`] error the caller still receives (before the model is called when
+//!   the store fails at the start). History is made valid for any provider before every
+//!   model call ([`history::conversation`]).
 //! - In tools: [`Invocation::from_context`] gives the agent name, invocation id, session
 //!   and runtime state; the context's `call_id()` is the tool_call_id;
 //!   [`Invocation::child`] and [`Invocation::run_child`] run another agent whose events
@@ -18,15 +22,15 @@
 //!   routing ([`Runner::with_await_user_reply_routing`]); framework tools are never removed
 //!   by tool filters.
 //! - Per run ([`RunOptions`]): a tool filter, an execution filter (calls it declines are
-//!   handed back in [`Event::pending_tool_calls`]; resume with role=tool messages), JSON
-//!   repair, runtime state.
+//!   handed back in an [`EventKind::PendingToolCalls`] event; resume with role=tool
+//!   messages), JSON repair, runtime state.
 //!
 //! ## Quick start
 //!
 //! ```
 //! use std::sync::Arc;
 //! use futures::StreamExt;
-//! use toolbelt_agent::{LlmAgent, ObjectType, RunOptions, Runner};
+//! use toolbelt_agent::{EventKind, LlmAgent, RunOptions, Runner};
 //! use toolbelt_core::{FunctionTool, ToolContext, ToolError};
 //! use toolbelt_model::testing::{Reply, ScriptedServer};
 //! use toolbelt_model::{OpenAiConfig, OpenAiModel};
@@ -62,17 +66,17 @@
 //! let mut events = runner.run("user1", "session1", "What is 25 times 4?", RunOptions::new());
 //! let mut answer = String::new();
 //! while let Some(event) = events.next().await {
-//!     for call in event.tool_calls() {
-//!         println!("calling {} with {}", call.name(), call.arguments());
-//!     }
-//!     if event.object == ObjectType::ToolResponse {
-//!         assert_eq!(event.tool_results[0].content, "100.0");
-//!     }
-//!     if let (ObjectType::ChatCompletion, Some(message)) = (event.object, event.message()) {
-//!         answer = message.content.clone();
-//!     }
-//!     if event.is_runner_completion() {
-//!         break;
+//!     match &event.kind {
+//!         EventKind::ModelResponse { message, .. } => {
+//!             for call in &message.tool_calls {
+//!                 println!("calling {} with {}", call.name(), call.arguments());
+//!             }
+//!             answer = message.content.clone();
+//!         }
+//!         EventKind::ToolResult { result } => assert_eq!(result.content, "100.0"),
+//!         EventKind::Error { kind, message } => panic!("{kind:?}: {message}"),
+//!         EventKind::RunCompleted => break,
+//!         _ => {}
 //!     }
 //! }
 //! assert_eq!(answer, "25 × 4 = 100");
@@ -95,7 +99,7 @@ mod toolsets;
 
 pub use agent::{Agent, DynAgent, find_agent};
 pub use error::AgentError;
-pub use event::{ErrorKind, Event, EventError, ObjectType, ToolResult};
+pub use event::{ErrorKind, Event, EventKind, ToolResult};
 pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
 pub use runner::{EventStream, RunInput, Runner};

@@ -5,21 +5,21 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use toolbelt_core::{DynTool, DynToolSet, Tool, ToolContext, ToolFilter};
+use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolFilter};
 use toolbelt_exec::{
-    BatchItem, BatchOptions, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
-    RetryPolicy, ToolSnapshot, repair_arguments,
+    BatchItem, BatchOptions, CallResult, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
+    ToolSnapshot, repair_arguments,
 };
-use toolbelt_model::{DynModel, GenerationConfig, Message, Model, Request, Response, ToolCall};
+use toolbelt_model::{
+    DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall,
+};
 
 use crate::framework::{
     AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, TransferTool, is_framework_tool,
 };
-use crate::history::{messages_from_events, sanitize};
+use crate::history::{conversation, record_tool_calls};
 use crate::toolsets::ToolSets;
-use crate::{
-    Agent, AgentError, DynAgent, ErrorKind, EventError, Invocation, ObjectType, ToolResult,
-};
+use crate::{Agent, AgentError, DynAgent, ErrorKind, EventKind, Invocation, ToolResult};
 
 /// The default limit of consecutive model turns that call tools.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 20;
@@ -41,11 +41,11 @@ pub struct LlmAgent {
     framework_tools: Vec<DynTool>,
     sub_agents: Vec<DynAgent>,
     config: GenerationConfig,
-    mode: ExecutionMode,
+    mode: Option<ExecutionMode>,
     tool_filter: Option<ToolFilter>,
     refresh_tool_sets_on_run: bool,
     max_tool_iterations: usize,
-    repair_json: bool,
+    repair_json: Option<bool>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -71,12 +71,12 @@ pub struct LlmAgentBuilder {
     tool_sets: Vec<DynToolSet>,
     sub_agents: Vec<DynAgent>,
     config: GenerationConfig,
-    mode: ExecutionMode,
+    mode: Option<ExecutionMode>,
     tool_retry: Option<RetryPolicy>,
     tool_filter: Option<ToolFilter>,
     refresh_tool_sets_on_run: bool,
     max_tool_iterations: usize,
-    repair_json: bool,
+    repair_json: Option<bool>,
     await_user_reply: bool,
     executor: Option<Executor>,
     configure: Vec<ConfigureExecutor>,
@@ -141,17 +141,18 @@ impl LlmAgentBuilder {
     /// after another (the default). Results are in call order either way. Calls of tools not
     /// declared concurrency-safe still take turns with each other.
     pub fn parallel_tools(mut self, parallel: bool) -> Self {
-        self.mode = if parallel {
+        self.mode = Some(if parallel {
             ExecutionMode::Parallel
         } else {
             ExecutionMode::Serial
-        };
+        });
         self
     }
 
-    /// Schedules each turn's calls in `mode` (see [`ExecutionMode`]).
+    /// Schedules each turn's calls in `mode` (see [`ExecutionMode`]). Without this (or
+    /// [`LlmAgentBuilder::parallel_tools`]) the executor's configured mode applies.
     pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
-        self.mode = mode;
+        self.mode = Some(mode);
         self
     }
 
@@ -182,9 +183,10 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Repairs malformed JSON arguments by default (a run may override it).
+    /// Repairs malformed JSON arguments by default (a run may override it). Without this,
+    /// the executor's setting applies.
     pub fn repair_json(mut self, on: bool) -> Self {
-        self.repair_json = on;
+        self.repair_json = Some(on);
         self
     }
 
@@ -281,6 +283,14 @@ impl LlmAgentBuilder {
     }
 }
 
+/// The tool calls of one model response.
+struct TurnCalls {
+    /// What the executor runs: the recorded (unique) ids with the model's own arguments.
+    to_run: Vec<ToolCall>,
+    /// As recorded in the response event and the history.
+    recorded: Vec<ToolCall>,
+}
+
 /// What one turn's tool calls came to.
 enum TurnEnd {
     /// Results are in; ask the model again.
@@ -301,12 +311,12 @@ impl LlmAgent {
             tool_sets: Vec::new(),
             sub_agents: Vec::new(),
             config: GenerationConfig::default(),
-            mode: ExecutionMode::Serial,
+            mode: None,
             tool_retry: None,
             tool_filter: None,
             refresh_tool_sets_on_run: false,
             max_tool_iterations: DEFAULT_MAX_TOOL_ITERATIONS,
-            repair_json: false,
+            repair_json: None,
             await_user_reply: false,
             executor: None,
             configure: Vec::new(),
@@ -375,7 +385,7 @@ impl LlmAgent {
         if !self.instruction.is_empty() {
             messages.push(Message::system(&self.instruction));
         }
-        messages.extend(sanitize(messages_from_events(&events)));
+        messages.extend(conversation(&events, self.model.accepts_images()));
         // `parallel_tool_calls` is left unset: how the calls of one turn are *executed* is
         // the executor's business (`parallel_tools`); forbidding the model to ask for several
         // calls at once would only cost extra turns, and some servers reject the field.
@@ -384,13 +394,24 @@ impl LlmAgent {
             .with_config(self.config.clone()))
     }
 
-    /// One model call: emits chunks and the complete message; returns the message, or
-    /// `None` after emitting an error event.
+    /// Whether malformed JSON arguments are repaired in `inv`: the run's setting, else the
+    /// agent's, else the executor's.
+    fn repairs_json(&self, inv: &Invocation) -> bool {
+        inv.options()
+            .repair_json
+            .or(self.repair_json)
+            .unwrap_or(self.executor.config().repair_json)
+    }
+
+    /// One model call: emits deltas and the complete response (with its tool calls as
+    /// recorded, see [`record_tool_calls`]) and, when the answer was cut at the token limit,
+    /// a warning. Returns the calls to run (recorded ids, the model's own arguments: the
+    /// executor validates or repairs them), or `None` after emitting an error event.
     async fn call_model(
         &self,
         inv: &Invocation,
         request: Request,
-    ) -> Result<Option<Message>, AgentError> {
+    ) -> Result<Option<TurnCalls>, AgentError> {
         // Waiting for the first byte can take long (retries honour `Retry-After`), so it
         // is cancellable like the stream itself.
         let started = tokio::select! {
@@ -419,54 +440,81 @@ impl LlmAgent {
                     return Ok(None);
                 }
                 Some(Ok(response)) if response.partial => {
-                    let mut event = inv.new_event(ObjectType::ChatChunk);
-                    event.response = Some(response);
-                    inv.emit(event).await?;
+                    if !response.delta.is_empty() {
+                        let delta = response.delta;
+                        inv.emit(inv.new_event(EventKind::ModelDelta { delta }))
+                            .await?;
+                    }
                 }
                 Some(Ok(response)) => last = Some(response),
             }
         }
-        let Some(response) = last.filter(|r| r.message.is_some()) else {
+        let Some((mut message, finish_reason, usage)) = last.and_then(|r| {
+            let Response {
+                message,
+                finish_reason,
+                usage,
+                ..
+            } = r;
+            message.map(|m| (m, finish_reason, usage))
+        }) else {
             let message = "the model's response ended without a message".to_string();
             emit_error(inv, ErrorKind::Model, message).await?;
             return Ok(None);
         };
-        let message = response.message.clone();
-        let mut event = inv.new_event(ObjectType::ChatCompletion);
-        event.response = Some(response);
-        inv.emit(event).await?;
-        Ok(message)
+        let repair = self.repairs_json(inv);
+        let recorded = record_tool_calls(&message.tool_calls, |text| {
+            repair
+                .then(|| repair_arguments(text).ok())
+                .flatten()
+                .map(|fixed| fixed.text)
+        });
+        let to_run: Vec<ToolCall> = message
+            .tool_calls
+            .iter()
+            .zip(&recorded)
+            .map(|(asked, recorded)| ToolCall::new(&recorded.id, asked.name(), asked.arguments()))
+            .collect();
+        message.tool_calls = recorded.clone();
+        let cut = finish_reason == Some(FinishReason::Length);
+        inv.emit(inv.new_event(EventKind::ModelResponse {
+            message,
+            finish_reason,
+            usage,
+        }))
+        .await?;
+        if cut {
+            let message = format!(
+                "the model stopped at its token limit (finish_reason: length): agent {}'s \
+                 answer may be cut short; raise max_tokens or ask for a shorter answer",
+                self.name
+            );
+            inv.emit(inv.new_event(EventKind::Warning { message }))
+                .await?;
+        }
+        Ok(Some(TurnCalls { to_run, recorded }))
     }
 
-    /// Runs one turn's tool calls and emits their results.
+    /// Runs one turn's tool calls (recorded ids) and emits each result.
     async fn run_tools(
         &self,
         inv: &Invocation,
         tools: &ToolSnapshot,
-        calls: &[ToolCall],
+        calls: &TurnCalls,
     ) -> Result<TurnEnd, AgentError> {
-        let repair = inv.options().repair_json.unwrap_or(self.repair_json)
-            && !self.executor.config().repair_json;
-        let mut repaired: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        let recorded = &calls.recorded;
         let batch: Vec<toolbelt_exec::ToolCall> = calls
+            .to_run
             .iter()
-            .map(|call| {
-                // Repair through the executor's own repair function, per run: the
-                // executor's setting is fixed when it is built, the run's is not.
-                let mut arguments = call.function.arguments.clone();
-                let mut fixed_text = None;
-                if repair
-                    && let Ok(fixed) = repair_arguments(&arguments)
-                    && fixed.repaired
-                {
-                    arguments = fixed.text.clone();
-                    fixed_text = Some(fixed.text);
-                }
-                repaired.push(fixed_text);
-                toolbelt_exec::ToolCall::new(&call.id, &call.function.name, arguments)
-            })
+            .map(|call| toolbelt_exec::ToolCall::new(&call.id, call.name(), call.arguments()))
             .collect();
-        let mut options = BatchOptions::new().mode(self.mode).snapshot(tools.clone());
+        let mut options = BatchOptions::new().snapshot(tools.clone());
+        if let Some(mode) = self.mode {
+            options = options.mode(mode);
+        }
+        if let Some(repair) = inv.options().repair_json.or(self.repair_json) {
+            options = options.repair_json(repair);
+        }
         if let Some(filter) = &inv.options().execution_filter {
             options = options.filter(filter.clone());
         }
@@ -476,35 +524,28 @@ impl LlmAgent {
             return Err(AgentError::Cancelled);
         }
 
-        let mut event = inv.new_event(ObjectType::ToolResponse);
-        for (item, repaired) in items.into_iter().zip(repaired) {
+        let mut pending = Vec::new();
+        for item in items {
             match item {
                 BatchItem::Done(result) => {
-                    let user_text = result.user_text();
-                    let content = result.model_text();
-                    event.tool_results.push(ToolResult {
-                        user_text: (user_text != content).then_some(user_text),
-                        is_error: !result.is_success(),
-                        duration_ms: result.duration.as_millis() as u64,
-                        repaired_arguments: result.repaired_arguments.or(repaired),
-                        call_id: result.call_id,
-                        name: result.tool_name,
-                        content,
-                    });
+                    let result = tool_result(result);
+                    inv.emit(inv.new_event(EventKind::ToolResult { result }))
+                        .await?;
                 }
                 BatchItem::Pending(call) => {
-                    let original = calls.iter().find(|c| c.id == call.id);
-                    event.pending_tool_calls.push(
-                        original
+                    let recorded = recorded.iter().find(|c| c.id == call.id);
+                    pending.push(
+                        recorded
                             .cloned()
                             .unwrap_or_else(|| ToolCall::new(call.id, call.name, call.arguments)),
                     );
                 }
             }
         }
-        let handed_back = !event.pending_tool_calls.is_empty();
-        if !event.tool_results.is_empty() || handed_back {
-            inv.emit(event).await?;
+        let handed_back = !pending.is_empty();
+        if handed_back {
+            inv.emit(inv.new_event(EventKind::PendingToolCalls { calls: pending }))
+                .await?;
         }
 
         let (transfer_to, await_reply) = {
@@ -535,10 +576,30 @@ impl LlmAgent {
     }
 }
 
+/// What the executor's result of one call becomes in the agent's events and history.
+fn tool_result(result: CallResult) -> ToolResult {
+    let user_text = result.user_text();
+    let content = result.model_text();
+    let (blocks, silent) = match &result.result {
+        Ok(output) => (output.blocks.clone(), output.silent),
+        Err(_) => (Vec::new(), false),
+    };
+    ToolResult {
+        user_text: (user_text != content).then_some(user_text),
+        blocks,
+        silent,
+        is_error: !result.is_success(),
+        duration_ms: result.duration.as_millis() as u64,
+        repaired_arguments: result.repaired_arguments,
+        call_id: result.call_id,
+        name: result.tool_name,
+        content,
+    }
+}
+
 async fn emit_error(inv: &Invocation, kind: ErrorKind, message: String) -> Result<(), AgentError> {
-    let mut event = inv.new_event(ObjectType::Error);
-    event.error = Some(EventError { kind, message });
-    inv.emit(event).await
+    inv.emit(inv.new_event(EventKind::Error { kind, message }))
+        .await
 }
 
 #[async_trait]
@@ -560,10 +621,10 @@ impl Agent for LlmAgent {
         let mut tool_turns = 0;
         loop {
             let request = self.request(&inv, &tools).await?;
-            let Some(message) = self.call_model(&inv, request).await? else {
+            let Some(calls) = self.call_model(&inv, request).await? else {
                 return Ok(());
             };
-            if message.tool_calls.is_empty() {
+            if calls.to_run.is_empty() {
                 return Ok(());
             }
             if tool_turns == self.max_tool_iterations {
@@ -575,7 +636,7 @@ impl Agent for LlmAgent {
                 return emit_error(&inv, ErrorKind::MaxIterations, text).await;
             }
             tool_turns += 1;
-            match self.run_tools(&inv, &tools, &message.tool_calls).await? {
+            match self.run_tools(&inv, &tools, &calls).await? {
                 TurnEnd::Continue => {}
                 TurnEnd::Stop => return Ok(()),
             }

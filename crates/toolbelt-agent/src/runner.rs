@@ -1,10 +1,10 @@
 //! [`Runner`]: runs an agent for a user's session and streams its events.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-
-use std::panic::AssertUnwindSafe;
 
 use futures::{FutureExt, Stream};
 use tokio::sync::mpsc;
@@ -16,14 +16,13 @@ use crate::invocation::{HistoryStore, input_events};
 use crate::llm_agent::route_target;
 use crate::session::{InMemorySessionService, SessionKey, SessionService};
 use crate::{
-    AgentError, DynAgent, ErrorKind, Event, EventError, Invocation, ObjectType, RunOptions,
-    find_agent,
+    AgentError, DynAgent, ErrorKind, Event, EventKind, Invocation, RunOptions, find_agent,
 };
 
 /// How many events may wait for a slow consumer before the agent pauses.
 pub(crate) const CHANNEL_CAPACITY: usize = 256;
 
-/// The events of a run, ending with a [`ObjectType::RunnerCompletion`]. Dropping it cancels
+/// The events of a run, ending with [`EventKind::RunCompleted`]. Dropping it cancels
 /// the run.
 pub struct EventStream {
     rx: mpsc::Receiver<Event>,
@@ -47,7 +46,7 @@ impl EventStream {
     }
 
     /// Cancels the run but keeps the stream: running tools see their cancellation (a shell
-    /// command's process group is killed) and the run still ends with a runner completion,
+    /// command's process group is killed) and the run still ends with [`EventKind::RunCompleted`],
     /// so a caller that keeps reading knows when everything has stopped. Dropping the
     /// stream cancels too, without waiting.
     pub fn cancel(&self) {
@@ -111,7 +110,7 @@ impl From<String> for RunInput {
 ///
 /// Each [`Runner::run`] stores the input in the session, runs the agent that should answer
 /// (the root, or the agent a one-shot `await_user_reply` route points at), stores every
-/// complete event before yielding it, and ends with a runner completion event.
+/// complete event before yielding it, and ends with [`EventKind::RunCompleted`].
 #[derive(Clone)]
 pub struct Runner {
     app: String,
@@ -162,8 +161,9 @@ impl Runner {
         &self.app
     }
 
-    /// Starts a run and returns its events. Errors arrive as error events; the stream
-    /// always ends with a runner completion.
+    /// Starts a run and returns its events. Errors arrive as error events (a session store
+    /// that fails before the model is called ends the run there); the stream always ends
+    /// with [`EventKind::RunCompleted`].
     pub fn run(
         &self,
         user_id: &str,
@@ -182,33 +182,16 @@ impl Runner {
         let runner = self.clone();
         let key = SessionKey::new(&self.app, user_id, session_id);
         let input = input.into().0;
-        tokio::spawn(async move {
-            let root = Invocation::root(
-                runner.root.name(),
-                key,
-                options,
-                HistoryStore::Session(runner.sessions.clone()),
-                tx,
-                cancel,
-            );
-            // A panicking agent is a bug, but the caller still gets an error event and the
-            // runner completion instead of a stream that just stops.
-            let result = AssertUnwindSafe(runner.drive(&root, input))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|payload| {
-                    let message = panic_text(payload.as_ref());
-                    Err(AgentError::Config(format!("the agent panicked: {message}")))
-                });
-            if let Err(error) = &result
-                && !matches!(error, AgentError::Cancelled)
-            {
-                let _ = root.emit(error_event(&root, error)).await;
-            }
-            let mut done = root.new_event(ObjectType::RunnerCompletion);
-            done.author = runner.root.name().to_string();
-            let _ = root.emit(done).await;
-        });
+        let root = Invocation::root(
+            runner.root.name(),
+            key,
+            options,
+            HistoryStore::Session(runner.sessions.clone()),
+            tx,
+            cancel,
+        );
+        let inv = root.clone();
+        spawn_run(root, async move { runner.drive(&inv, input).await });
         stream
     }
 
@@ -241,11 +224,11 @@ impl Runner {
             .collect();
         if !answered.is_empty() {
             let events = self.sessions.events(root.session()).await?;
-            let asker = events.iter().rev().find(|event| {
-                event
-                    .pending_tool_calls
+            let asker = events.iter().rev().find(|event| match &event.kind {
+                EventKind::PendingToolCalls { calls } => calls
                     .iter()
-                    .any(|call| answered.contains(&call.id.as_str()))
+                    .any(|call| answered.contains(&call.id.as_str())),
+                _ => false,
             });
             let agent = asker.and_then(|event| find_agent(&self.root, &event.author));
             return Ok(agent.unwrap_or_else(|| self.root.clone()));
@@ -266,6 +249,59 @@ impl Runner {
     }
 }
 
+/// The one way a run (root or child) is started: runs `work` on its own task, contains a
+/// panic (reported as [`ErrorKind::Panic`]), turns an error into an error event, and always
+/// ends with [`EventKind::RunCompleted`].
+///
+/// When the error is the session store's, the error event cannot be stored: it is sent to
+/// the caller without storing, so a failing store is never silent. The completion is stored
+/// when possible and sent either way.
+pub(crate) fn spawn_run<F>(inv: Invocation, work: F)
+where
+    F: Future<Output = Result<(), AgentError>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let result = AssertUnwindSafe(work)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|payload| Err(AgentError::Panicked(panic_text(payload.as_ref()))));
+        // After a store failure, storing more would only fail again (after the store's own
+        // busy wait): the last events go straight to the caller.
+        let mut store_works = true;
+        match result {
+            Ok(()) | Err(AgentError::Cancelled) => {}
+            Err(error) => {
+                let event = error_event(&inv, &error);
+                if matches!(error, AgentError::Session(_)) {
+                    store_works = false;
+                    let _ = inv.forward(event).await;
+                } else {
+                    store_works = emit_or_forward(&inv, event).await;
+                }
+            }
+        }
+        let done = inv.new_event(EventKind::RunCompleted);
+        if store_works {
+            emit_or_forward(&inv, done).await;
+        } else {
+            let _ = inv.forward(done).await;
+        }
+    });
+}
+
+/// Stores and sends `event`; when storing fails, sends it anyway (the run is ending, and the
+/// caller must still learn how). Returns whether storing worked.
+async fn emit_or_forward(inv: &Invocation, event: Event) -> bool {
+    match inv.emit(event.clone()).await {
+        Ok(()) | Err(AgentError::Cancelled) => true,
+        Err(error) => {
+            tracing::warn!(%error, event = event.kind.type_name(), "could not store a final event");
+            let _ = inv.forward(event).await;
+            false
+        }
+    }
+}
+
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -281,11 +317,10 @@ pub(crate) fn error_event(inv: &Invocation, error: &AgentError) -> Event {
         AgentError::Session(_) => ErrorKind::Session,
         AgentError::Config(_) => ErrorKind::Config,
         AgentError::Cancelled => ErrorKind::Cancelled,
+        AgentError::Panicked(_) => ErrorKind::Panic,
     };
-    let mut event = inv.new_event(ObjectType::Error);
-    event.error = Some(EventError {
+    inv.new_event(EventKind::Error {
         kind,
         message: error.to_string(),
-    });
-    event
+    })
 }

@@ -10,15 +10,16 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolbelt_agent::framework::{AWAIT_USER_REPLY, TRANSFER_TO_AGENT};
 use toolbelt_agent::{
-    Agent, ErrorKind, Event, Invocation, LlmAgent, LlmAgentBuilder, ObjectType, RunOptions, Runner,
-    SessionService,
+    Agent, ErrorKind, Event, EventKind, Invocation, LlmAgent, LlmAgentBuilder, RunOptions, Runner,
+    SessionService, ToolResult,
 };
+use toolbelt_core::RetryPolicy;
 use toolbelt_core::{
     DynTool, DynToolSet, FunctionTool, ToolContext, ToolError, ToolFilter, ToolSet,
 };
 use toolbelt_exec::ExecutionFilter;
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
-use toolbelt_model::{GenerationConfig, Message, OpenAiConfig, OpenAiModel, RetryPolicy};
+use toolbelt_model::{GenerationConfig, Message, OpenAiConfig, OpenAiModel};
 
 /// Any JSON object of arguments.
 type Args = serde_json::Map<String, Value>;
@@ -32,6 +33,7 @@ fn model(server: &ScriptedServer) -> OpenAiModel {
         min_delay: Duration::from_millis(5),
         max_delay: Duration::from_millis(20),
         max_retry_after: Duration::from_secs(2),
+        ..RetryPolicy::default()
     };
     let config = OpenAiConfig::new(server.base_url(), "scripted").with_retry(retry);
     OpenAiModel::new(config).expect("model config")
@@ -94,18 +96,46 @@ async fn run(runner: &Runner, session: &str, input: &str, options: RunOptions) -
         .collect_all()
         .await;
     assert!(
-        events.last().is_some_and(Event::is_runner_completion),
-        "a run ends with a runner completion: {events:#?}"
+        events.last().is_some_and(Event::is_run_completed),
+        "a run ends with RunCompleted: {events:#?}"
     );
     events
 }
 
-fn of(events: &[Event], object: ObjectType) -> Vec<&Event> {
-    events.iter().filter(|e| e.object == object).collect()
+/// The events of one type (the JSON `type` name).
+fn of<'a>(events: &'a [Event], type_name: &str) -> Vec<&'a Event> {
+    events
+        .iter()
+        .filter(|e| e.kind.type_name() == type_name)
+        .collect()
+}
+
+/// Every tool result of the run, in the order they were emitted.
+fn results(events: &[Event]) -> Vec<&ToolResult> {
+    events.iter().filter_map(Event::tool_result).collect()
+}
+
+/// The calls handed back by the execution filter.
+fn pending(events: &[Event]) -> Vec<&toolbelt_model::ToolCall> {
+    events
+        .iter()
+        .flat_map(|e| match &e.kind {
+            EventKind::PendingToolCalls { calls } => calls.iter().collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The (kind, message) of every error event.
+fn errors(events: &[Event]) -> Vec<(ErrorKind, String)> {
+    events
+        .iter()
+        .filter_map(|e| e.error().map(|(kind, message)| (kind, message.to_string())))
+        .collect()
 }
 
 fn final_answer(events: &[Event]) -> String {
-    of(events, ObjectType::ChatCompletion)
+    of(events, "model_response")
         .last()
         .and_then(|e| e.message())
         .map(|m| m.content.clone())
@@ -113,7 +143,7 @@ fn final_answer(events: &[Event]) -> String {
 }
 
 fn no_errors(events: &[Event]) {
-    let errors = of(events, ObjectType::Error);
+    let errors = of(events, "error");
     assert!(errors.is_empty(), "unexpected error events: {errors:#?}");
 }
 
@@ -155,32 +185,32 @@ async fn one_tool_call_then_a_final_answer() {
         let events = run(&runner, "s1", "What is 25 times 4?", RunOptions::new()).await;
         no_errors(&events);
 
-        let complete: Vec<ObjectType> = events
+        let complete: Vec<&str> = events
             .iter()
-            .filter(|e| e.object != ObjectType::ChatChunk)
-            .map(|e| e.object)
+            .filter(|e| e.is_persistent())
+            .map(|e| e.kind.type_name())
             .collect();
         assert_eq!(
             complete,
             [
-                ObjectType::UserInput,
-                ObjectType::ChatCompletion,
-                ObjectType::ToolResponse,
-                ObjectType::ChatCompletion,
-                ObjectType::RunnerCompletion
+                "user_input",
+                "model_response",
+                "tool_result",
+                "model_response",
+                "run_completed"
             ],
             "stream={stream}"
         );
         assert_eq!(
-            of(&events, ObjectType::ChatChunk).is_empty(),
+            of(&events, "model_delta").is_empty(),
             !stream,
-            "chunks only when streaming"
+            "deltas only when streaming"
         );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        let response = of(&events, ObjectType::ToolResponse)[0];
-        assert_eq!(response.tool_results[0].call_id, "call_1");
-        assert_eq!(response.tool_results[0].content, "100.0");
-        assert!(!response.tool_results[0].is_error);
+        let result = results(&events)[0];
+        assert_eq!(result.call_id, "call_1");
+        assert_eq!(result.content, "100.0");
+        assert!(!result.is_error);
         assert_eq!(final_answer(&events), "25 × 4 = 100");
 
         // Every event belongs to the same invocation, authored by the agent (or the user).
@@ -299,7 +329,7 @@ async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
             [3, 2, 1],
             "they finished in reverse"
         );
-        let results = &of(&events, ObjectType::ToolResponse)[0].tool_results;
+        let results = &results(&events);
         let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
         assert_eq!(ids, ["c1", "c2", "c3"]);
         let sent = tool_messages(&server.requests()[1]);
@@ -366,7 +396,7 @@ async fn malformed_arguments_are_repaired_when_enabled() {
         let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(true)).await;
         no_errors(&events);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+        let result = results(&events)[0];
         assert!(!result.is_error, "{result:?}");
         assert_eq!(result.content, "42.0");
         let repaired: Value =
@@ -395,8 +425,7 @@ async fn malformed_arguments_are_fed_back_as_an_error_when_repair_is_off() {
         // The agent repairs by default; this run turns it off.
         let events = run(&runner, "s", "6*7", RunOptions::new().repair_json(false)).await;
         no_errors(&events);
-        let responses = of(&events, ObjectType::ToolResponse);
-        let first = &responses[0].tool_results[0];
+        let first = results(&events)[0];
         assert!(first.is_error);
         assert!(first.content.starts_with("Error:"), "{}", first.content);
         assert!(first.repaired_arguments.is_none());
@@ -427,7 +456,7 @@ async fn an_unknown_tool_is_fed_back_with_suggestions() {
         .await;
         let events = run(&runner, "s", "1*2", RunOptions::new()).await;
         no_errors(&events);
-        let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+        let result = results(&events)[0];
         assert!(result.is_error);
         assert!(
             result.content.contains(r#"unknown tool "multiplyy""#),
@@ -487,7 +516,7 @@ async fn a_per_run_filter_hides_a_user_tool_but_keeps_framework_tools() {
     let mut offered = server.requests()[1].tool_names();
     offered.sort();
     assert_eq!(offered, [AWAIT_USER_REPLY, "echo", TRANSFER_TO_AGENT]);
-    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    let result = results(&events)[0];
     assert!(
         result.is_error,
         "a hidden tool cannot be called: {result:?}"
@@ -531,11 +560,12 @@ async fn an_execution_filter_hands_calls_back_and_the_run_resumes_with_tool_mess
         no_errors(&events);
         assert_eq!(server.requests().len(), 1, "the run stops after the calls");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        let response = of(&events, ObjectType::ToolResponse)[0];
-        assert_eq!(response.tool_results.len(), 1);
-        assert_eq!(response.tool_results[0].call_id, "call_1");
-        assert_eq!(response.pending_tool_calls.len(), 1);
-        let pending = &response.pending_tool_calls[0];
+        let done = results(&events);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].call_id, "call_1");
+        let handed_back = pending(&events);
+        assert_eq!(handed_back.len(), 1);
+        let pending = handed_back[0];
         assert_eq!(
             (pending.id.as_str(), pending.name()),
             ("call_2", "ask_browser")
@@ -577,16 +607,12 @@ async fn too_many_tool_rounds_end_with_a_max_iterations_error() {
         .unwrap();
     let runner = Runner::new("app", Arc::new(agent));
     let events = run(&runner, "s", "loop", RunOptions::new()).await;
-    let errors = of(&events, ObjectType::Error);
+    let errors = errors(&events);
     assert_eq!(errors.len(), 1, "{events:#?}");
-    let error = errors[0].error.as_ref().unwrap();
-    assert_eq!(error.kind, ErrorKind::MaxIterations);
-    assert!(
-        error.message.contains("max_tool_iterations"),
-        "{}",
-        error.message
-    );
-    assert_eq!(of(&events, ObjectType::ToolResponse).len(), 2);
+    let (kind, message) = &errors[0];
+    assert_eq!(*kind, ErrorKind::MaxIterations);
+    assert!(message.contains("max_tool_iterations"), "{message}");
+    assert_eq!(of(&events, "tool_result").len(), 2);
     assert_eq!(
         server.requests().len(),
         3,
@@ -612,13 +638,10 @@ async fn a_transfer_hands_the_conversation_to_a_sub_agent() {
         let events = run(&runner, "s", "where is my invoice?", RunOptions::new()).await;
         no_errors(&events);
 
-        let transfer = &of(&events, ObjectType::ToolResponse)[0];
+        let transfer = of(&events, "tool_result")[0];
         assert_eq!(transfer.author, "router");
-        assert!(!transfer.tool_results[0].is_error);
-        let answer = of(&events, ObjectType::ChatCompletion)
-            .last()
-            .copied()
-            .unwrap();
+        assert!(!transfer.tool_result().unwrap().is_error);
+        let answer = of(&events, "model_response").last().copied().unwrap();
         assert_eq!(answer.author, "billing");
         assert_eq!(
             answer.message().unwrap().content,
@@ -659,14 +682,11 @@ async fn a_transfer_to_an_unknown_agent_is_fed_back_as_an_error() {
         .unwrap();
     let runner = Runner::new("app", Arc::new(root));
     let events = run(&runner, "s", "hi", RunOptions::new()).await;
-    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    let result = results(&events)[0];
     assert!(result.is_error);
     assert_eq!(final_answer(&events), "I will answer myself.");
     assert_eq!(
-        of(&events, ObjectType::ChatCompletion)
-            .last()
-            .unwrap()
-            .author,
+        of(&events, "model_response").last().unwrap().author,
         "router"
     );
 }
@@ -697,10 +717,7 @@ async fn await_user_reply_routes_the_next_message_back_once() {
 
     let first = run(&runner, "s", "book me a train", RunOptions::new()).await;
     no_errors(&first);
-    let asked = of(&first, ObjectType::ChatCompletion)
-        .last()
-        .copied()
-        .unwrap();
+    let asked = of(&first, "model_response").last().copied().unwrap();
     assert_eq!(
         (
             asked.author.as_str(),
@@ -712,7 +729,7 @@ async fn await_user_reply_routes_the_next_message_back_once() {
 
     let second = run(&runner, "s", "Lyon", RunOptions::new()).await;
     no_errors(&second);
-    let answer = of(&second, ObjectType::ChatCompletion)[0];
+    let answer = of(&second, "model_response")[0];
     assert_eq!(answer.author, "helper", "routed to the agent that asked");
     assert_eq!(answer.message().unwrap().content, "Booked for Lyon.");
     assert_eq!(
@@ -723,7 +740,7 @@ async fn await_user_reply_routes_the_next_message_back_once() {
     let third = run(&runner, "s", "thanks", RunOptions::new()).await;
     no_errors(&third);
     assert_eq!(
-        of(&third, ObjectType::ChatCompletion)[0].author,
+        of(&third, "model_response")[0].author,
         "router",
         "only once"
     );
@@ -872,9 +889,9 @@ async fn streamed_deltas_concatenated_equal_the_final_message() {
     let agent = agent("s", &server, true).build().unwrap();
     let runner = Runner::new("app", Arc::new(agent));
     let events = run(&runner, "s", "talk", RunOptions::new()).await;
-    let chunks = of(&events, ObjectType::ChatChunk);
+    let chunks = of(&events, "model_delta");
     assert!(chunks.len() > 5, "the answer arrived in pieces");
-    assert!(chunks.iter().all(|c| !c.done));
+    assert!(chunks.iter().all(|c| !c.is_persistent()));
     let joined: String = chunks.iter().map(|c| c.delta_text()).collect();
     assert_eq!(joined, text);
     assert_eq!(final_answer(&events), text);
@@ -884,7 +901,7 @@ async fn streamed_deltas_concatenated_equal_the_final_message() {
         .events(&toolbelt_agent::SessionKey::new("app", "user", "s"))
         .await
         .unwrap();
-    assert!(stored.iter().all(|e| e.object != ObjectType::ChatChunk));
+    assert!(stored.iter().all(|e| e.kind.type_name() != "model_delta"));
     assert_eq!(stored.len(), events.len() - chunks.len());
 }
 
@@ -911,17 +928,10 @@ async fn a_model_that_keeps_failing_ends_the_run_with_a_model_error() {
     let agent = agent("a", &server, false).build().unwrap();
     let runner = Runner::new("app", Arc::new(agent));
     let events = run(&runner, "s", "hi", RunOptions::new()).await;
-    let errors = of(&events, ObjectType::Error);
+    let errors = errors(&events);
     assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0].error.as_ref().unwrap().kind, ErrorKind::Model);
-    assert!(
-        errors[0]
-            .error
-            .as_ref()
-            .unwrap()
-            .message
-            .contains("overloaded")
-    );
+    assert_eq!(errors[0].0, ErrorKind::Model);
+    assert!(errors[0].1.contains("overloaded"), "{}", errors[0].1);
 }
 
 #[tokio::test]
@@ -1193,7 +1203,7 @@ async fn tool_retry_with_an_own_executor_is_a_configuration_error() {
     let executor = toolbelt_exec::Executor::new(Arc::new(toolbelt_exec::Registry::new()));
     let error = agent("a", &server, false)
         .executor(executor)
-        .tool_retry(toolbelt_exec::RetryPolicy::default())
+        .tool_retry(RetryPolicy::default())
         .build()
         .unwrap_err();
     assert!(error.to_string().contains("tool_retry"), "{error}");
@@ -1220,9 +1230,10 @@ async fn a_failing_tool_is_retried_by_the_tool_retry_policy() {
         .unwrap()
         .map_declaration(|d| d.idempotent())
     };
-    let policy = toolbelt_exec::RetryPolicy {
-        initial_interval: Duration::from_millis(1),
-        ..toolbelt_exec::RetryPolicy::default()
+    let policy = RetryPolicy {
+        min_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        ..RetryPolicy::default()
     };
     let agent = agent("a", &server, false)
         .tool(flaky)
@@ -1233,7 +1244,7 @@ async fn a_failing_tool_is_retried_by_the_tool_retry_policy() {
     let events = run(&runner, "s", "go", RunOptions::new()).await;
     no_errors(&events);
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
-    let result = &of(&events, ObjectType::ToolResponse)[0].tool_results[0];
+    let result = results(&events)[0];
     assert!(!result.is_error, "{result:?}");
 }
 
@@ -1267,8 +1278,8 @@ async fn every_event_the_caller_sees_is_already_in_the_sqlite_file() {
         // The run goes on meanwhile, so later events may be there too.
         assert!(
             stored.iter().any(|e| e.id == event.id),
-            "{:?} was shown before it was stored",
-            event.object
+            "{} was shown before it was stored",
+            event.kind.type_name()
         );
         checked += 1;
     }
@@ -1293,17 +1304,14 @@ async fn a_resume_goes_back_to_the_sub_agent_whose_calls_were_handed_back() {
     let options = RunOptions::new().execution_filter(ExecutionFilter::pending_names(["open_tab"]));
     let events = run(&runner, "s", "open the home page", options.clone()).await;
     no_errors(&events);
-    let handed_back = of(&events, ObjectType::ToolResponse)
-        .last()
-        .copied()
-        .unwrap();
+    let handed_back = of(&events, "pending_tool_calls").last().copied().unwrap();
     assert_eq!(handed_back.author, "browser");
-    assert_eq!(handed_back.pending_tool_calls[0].id, "b1");
+    assert_eq!(pending(&events)[0].id, "b1");
 
     let answer = Message::tool("b1", "open_tab", "home page");
     let resumed = runner.run("user", "s", answer, options).collect_all().await;
     no_errors(&resumed);
-    let completion = of(&resumed, ObjectType::ChatCompletion)[0];
+    let completion = of(&resumed, "model_response")[0];
     assert_eq!(
         completion.author, "browser",
         "the agent that asked gets the results"
@@ -1315,7 +1323,7 @@ async fn a_resume_goes_back_to_the_sub_agent_whose_calls_were_handed_back() {
 }
 
 #[tokio::test]
-async fn a_cancelled_run_stops_its_tools_and_still_ends_with_a_runner_completion() {
+async fn a_cancelled_run_stops_its_tools_and_still_ends_with_run_completed() {
     let server = ScriptedServer::start([Reply::tool_call("c1", "wait", "{}")])
         .await
         .unwrap();
@@ -1342,13 +1350,10 @@ async fn a_cancelled_run_stops_its_tools_and_still_ends_with_a_runner_completion
     events.cancel();
     let rest = events.collect_all().await;
     assert!(
-        rest.last().is_some_and(Event::is_runner_completion),
+        rest.last().is_some_and(Event::is_run_completed),
         "{rest:#?}"
     );
-    assert!(
-        of(&rest, ObjectType::Error).is_empty(),
-        "cancelling is not an error"
-    );
+    assert!(of(&rest, "error").is_empty(), "cancelling is not an error");
     assert_eq!(
         server.requests().len(),
         1,

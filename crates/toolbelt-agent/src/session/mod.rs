@@ -4,6 +4,8 @@
 //! `sqlite`) in an embedded database file, one transaction per change, so a crash mid-run
 //! loses nothing that was already emitted.
 
+#[cfg(feature = "sqlite")]
+mod legacy;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
+use super::legacy::read_legacy;
 use super::memory::apply_changes;
 use super::{Session, SessionKey, SessionService};
 use crate::{AgentError, Event};
@@ -163,9 +164,13 @@ fn read_events(conn: &Connection, key: &SessionKey) -> Result<Vec<Event>, AgentE
         let body = row.map_err(db_error)?;
         match serde_json::from_str::<Event>(&body) {
             Ok(event) => events.push(event),
-            // A row written by an incompatible version is skipped, not fatal: the rest of
-            // the conversation is still worth having.
-            Err(error) => tracing::warn!(%error, "skipping an unreadable stored event"),
+            Err(error) => match read_legacy(&body) {
+                // Written before events were an enum: read in the old shape.
+                Some(old) => events.extend(old),
+                // A row written by an incompatible version is skipped, not fatal: the rest
+                // of the conversation is still worth having.
+                None => tracing::warn!(%error, "skipping an unreadable stored event"),
+            },
         }
     }
     Ok(events)
@@ -209,7 +214,7 @@ impl SessionService for SqliteSessionService {
                     event.id,
                     event.invocation_id,
                     event.author,
-                    event.object.as_str(),
+                    event.kind.type_name(),
                     body,
                     event.timestamp_ms as i64
                 ],
