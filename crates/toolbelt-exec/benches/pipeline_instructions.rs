@@ -5,13 +5,14 @@
 //! ```text
 //! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench pipeline_instructions --no-run
 //! B=$(ls -t /work/target/bench/release/deps/pipeline_instructions-* | grep -v '\.d$' | head -1)
-//! for path in direct full safe; do for n in 0 20000; do
+//! for path in direct full safe batch; do for n in 0 20000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null $B $path $n 2>&1 | grep refs
 //! done; done
 //! ```
 //!
 //! Instructions per call = (refs at 20000 − refs at 0) / 20000. `full` calls a tool that is
-//! not declared concurrency-safe (it takes its lane), `safe` the same tool declared safe. `cargo bench` runs it with
+//! not declared concurrency-safe (it takes its lane), `safe` the same tool declared safe, `batch` Parallel batches of 8 calls of the safe tool
+//! (instructions per call: divide by N as well). `cargo bench` runs it with
 //! a small N and prints wall-clock time per call, which is only indicative.
 
 use std::hint::black_box;
@@ -20,7 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolbelt_core::{Declaration, DynTool, Tool, ToolContext, ToolError, ToolOutput, async_trait};
-use toolbelt_exec::{AfterAction, BeforeAction, Executor, HookCall, Registry, Timeout, ToolCall};
+use toolbelt_exec::{
+    AfterAction, BatchOptions, BeforeAction, ExecutionMode, Executor, HookCall, Registry, Timeout,
+    ToolCall,
+};
 
 /// A tool that does nothing, so only the machinery around it is measured.
 struct Noop {
@@ -102,6 +106,21 @@ fn main() {
                 black_box(result.result.expect("ok"));
             }
             report("full pipeline", started, count);
+        }
+        if path == "batch" || path == "both" {
+            // One Parallel batch of 8 calls per iteration; counted per call.
+            let calls: Vec<ToolCall> = (0..8)
+                .map(|i| ToolCall::new(format!("call_{i}"), "noop_safe", ARGS))
+                .collect();
+            let options = BatchOptions::new().mode(ExecutionMode::Parallel);
+            let started = Instant::now();
+            for _ in 0..count / 8 {
+                let items = executor
+                    .execute_batch(&ToolContext::new(), black_box(&calls), &options)
+                    .await;
+                black_box(items);
+            }
+            report("Parallel batch of 8, per call", started, count / 8 * 8);
         }
         if path == "safe" || path == "both" {
             let started = Instant::now();

@@ -4,13 +4,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::future::join_all;
 use tokio::sync::Semaphore;
 use toolbelt_core::{DynTool, Tool, ToolContext, ToolError};
 
+use crate::events::{BatchEvent, BatchStream, Events};
 use crate::executor::Source;
 use crate::registry::ToolSnapshot;
-use crate::{BatchItem, CallResult, Executor, ToolCall};
+use crate::{BatchItem, CallResult, Executor, ExecutorConfig, ToolCall};
 
 /// How the calls of one batch may overlap.
 ///
@@ -97,12 +99,25 @@ impl ExecutionFilter {
     }
 }
 
-/// Per-batch settings; the defaults come from the executor's
-/// [`ExecutorConfig`](crate::ExecutorConfig).
+/// Per-run settings of a batch. Each one not set here falls back to the executor's
+/// [`ExecutorConfig`](crate::ExecutorConfig): an agent or a run that sets nothing gets exactly
+/// what the executor was configured with, and one that sets a value changes it for this batch
+/// only.
+///
+/// | setting | falls back to |
+/// |---|---|
+/// | [`mode`](BatchOptions::mode) | [`ExecutorConfig::mode`](crate::ExecutorConfig::mode) |
+/// | [`concurrency_limit`](BatchOptions::concurrency_limit) | [`ExecutorConfig::concurrency_limit`](crate::ExecutorConfig::concurrency_limit) |
+/// | [`repair_json`](BatchOptions::repair_json) | [`ExecutorConfig::repair_json`](crate::ExecutorConfig::repair_json) |
+/// | [`validate_arguments`](BatchOptions::validate_arguments) | [`ExecutorConfig::validate_arguments`](crate::ExecutorConfig::validate_arguments) |
+/// | [`filter`](BatchOptions::filter) | none: every call runs here |
+/// | [`snapshot`](BatchOptions::snapshot) | the executor's registry |
 #[derive(Clone, Default)]
 pub struct BatchOptions {
     mode: Option<ExecutionMode>,
     concurrency_limit: Option<usize>,
+    repair_json: Option<bool>,
+    validate_arguments: Option<bool>,
     filter: Option<ExecutionFilter>,
     snapshot: Option<ToolSnapshot>,
     group_of: Option<Arc<GroupFn>>,
@@ -114,6 +129,8 @@ impl std::fmt::Debug for BatchOptions {
         f.debug_struct("BatchOptions")
             .field("mode", &self.mode)
             .field("concurrency_limit", &self.concurrency_limit)
+            .field("repair_json", &self.repair_json)
+            .field("validate_arguments", &self.validate_arguments)
             .field("filter", &self.filter.is_some())
             .field("snapshot", &self.snapshot)
             .field("group_limits", &self.group_limits)
@@ -137,6 +154,28 @@ impl BatchOptions {
     pub fn concurrency_limit(mut self, limit: usize) -> Self {
         self.concurrency_limit = Some(limit);
         self
+    }
+
+    /// Repairs almost-JSON arguments in this batch (`true`) or takes them as given (`false`),
+    /// whatever the executor's config says.
+    pub fn repair_json(mut self, on: bool) -> Self {
+        self.repair_json = Some(on);
+        self
+    }
+
+    /// Validates arguments against input schemas in this batch (`true`) or not (`false`),
+    /// whatever the executor's config says.
+    pub fn validate_arguments(mut self, on: bool) -> Self {
+        self.validate_arguments = Some(on);
+        self
+    }
+
+    /// The argument settings of this batch: these options where set, else `config`'s.
+    pub(crate) fn settings(&self, config: &ExecutorConfig) -> CallSettings {
+        CallSettings {
+            repair_json: self.repair_json.unwrap_or(config.repair_json),
+            validate_arguments: self.validate_arguments.unwrap_or(config.validate_arguments),
+        }
     }
 
     /// Hands back the calls `filter` does not execute as pending.
@@ -178,11 +217,36 @@ impl BatchOptions {
     }
 }
 
+/// The argument settings one call runs with (see [`BatchOptions::settings`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSettings {
+    pub(crate) repair_json: bool,
+    pub(crate) validate_arguments: bool,
+}
+
+impl CallSettings {
+    pub(crate) fn of(config: &ExecutorConfig) -> Self {
+        Self {
+            repair_json: config.repair_json,
+            validate_arguments: config.validate_arguments,
+        }
+    }
+}
+
 /// A call of the batch, classified.
 struct Planned<'a> {
     index: usize,
     call: &'a ToolCall,
     tool: Option<DynTool>,
+}
+
+/// What every call of one batch shares.
+#[derive(Clone, Copy)]
+struct Batch<'a> {
+    source: Source<'a>,
+    ctx: &'a ToolContext,
+    settings: CallSettings,
+    events: &'a Events,
 }
 
 impl Executor {
@@ -198,67 +262,31 @@ impl Executor {
     /// - Cancelling `ctx`'s token cancels every running call (each sees its token fire) and
     ///   every call not started yet fails with [`ToolError::Cancelled`]. Dropping the
     ///   returned future drops every running call.
+    ///
+    /// This is [`Executor::execute_batch_stream`] collected, without the chunk and progress
+    /// events (streaming tools are called with [`Tool::call`]).
     pub async fn execute_batch(
         &self,
         ctx: &ToolContext,
         calls: &[ToolCall],
         options: &BatchOptions,
     ) -> Vec<BatchItem> {
-        let registry = self.inner.registry.clone();
-        let source = match &options.snapshot {
-            Some(snapshot) => Source::Snapshot(snapshot),
-            None => Source::Registry(&registry),
-        };
-        let mode = options.mode.unwrap_or(self.inner.config.mode);
-        let limit = options
-            .concurrency_limit
-            .unwrap_or(self.inner.config.concurrency_limit);
-        let global = (limit > 0).then(|| Semaphore::new(limit));
-        let groups: HashMap<&str, Semaphore> = options
-            .group_limits
-            .iter()
-            .filter(|(_, limit)| **limit > 0)
-            .map(|(name, limit)| (name.as_str(), Semaphore::new(*limit)))
-            .collect();
-
         let mut items: Vec<Option<BatchItem>> = (0..calls.len()).map(|_| None).collect();
-        let mut pool: Vec<Planned<'_>> = Vec::new();
-        for (index, call) in calls.iter().enumerate() {
-            let tool = source.resolve(&call.name);
-            if let Some(filter) = &options.filter
-                && !filter.executes(call, tool.as_deref())
+        let mut events = self.batch_events(ctx, calls, options, false);
+        while let Some(event) = events.next().await {
+            if let BatchEvent::Done { index, item } = event
+                && let Some(slot) = items.get_mut(index)
             {
-                items[index] = Some(BatchItem::Pending(call.clone()));
-                continue;
-            }
-            let planned = Planned { index, call, tool };
-            if mode.pools(planned.tool.as_deref()) {
-                pool.push(planned);
-            } else {
-                // A barrier: finish the pool so far, then run this call alone.
-                self.run_pool(
-                    source,
-                    ctx,
-                    std::mem::take(&mut pool),
-                    &global,
-                    &groups,
-                    options,
-                    &mut items,
-                )
-                .await;
-                let result = self.run_one(source, ctx, planned.call, None, None).await;
-                items[index] = Some(BatchItem::Done(result));
+                *slot = Some(item);
             }
         }
-        self.run_pool(source, ctx, pool, &global, &groups, options, &mut items)
-            .await;
         items
             .into_iter()
             .zip(calls)
             .map(|(item, call)| {
                 item.unwrap_or_else(|| {
-                    // Every index is filled above; this keeps a scheduling slip from becoming
-                    // a panic.
+                    // Every call ends with a `Done`; this keeps a scheduling slip from
+                    // becoming a panic.
                     BatchItem::Done(CallResult {
                         call_id: call.id.clone(),
                         tool_name: call.name.clone(),
@@ -272,16 +300,107 @@ impl Executor {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Runs a model's batch of tool calls like [`Executor::execute_batch`] and yields what
+    /// happens as it happens: each chunk a streaming tool produces
+    /// ([`BatchEvent::Chunk`]), each progress report ([`BatchEvent::Progress`]), and one
+    /// [`BatchEvent::Done`] per call as that call ends (completion order; `index` is the
+    /// call's position in `calls`).
+    ///
+    /// Every call takes the same pipeline as in [`Executor::execute_batch`]: hooks, lanes,
+    /// middleware, validation and offload. The innermost step calls
+    /// [`Tool::call_stream`](toolbelt_core::Tool::call_stream) for tools whose
+    /// [`is_streaming`](toolbelt_core::Tool::is_streaming) is true, forwards each chunk as it
+    /// arrives, and merges the chunks ([`toolbelt_core::collect_stream`]) into the output that
+    /// middleware and after hooks see, so a hook that replaces the output replaces what the
+    /// `Done` carries, not the chunks already sent. A retried call may have sent chunks from
+    /// its failed attempts before those of the attempt that counts.
+    ///
+    /// Progress reports go to the stream and to the progress sink of `ctx`, if it has one;
+    /// when the consumer falls more than 32 events behind, further progress reports are
+    /// dropped until it catches up (chunks and `Done` events wait instead: nothing else is
+    /// lost). Nothing runs while the stream is not polled; dropping it drops every running
+    /// call.
+    pub fn execute_batch_stream<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        calls: &'a [ToolCall],
+        options: &'a BatchOptions,
+    ) -> BatchStream<'a> {
+        self.batch_events(ctx, calls, options, true)
+    }
+
+    fn batch_events<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        calls: &'a [ToolCall],
+        options: &'a BatchOptions,
+        forward: bool,
+    ) -> BatchStream<'a> {
+        let (events, receiver) = Events::channel(forward);
+        BatchStream::new(Box::pin(self.drive(ctx, calls, options, events)), receiver)
+    }
+
+    /// Schedules the batch; every call ends with its `Done` event.
+    async fn drive(
+        &self,
+        ctx: &ToolContext,
+        calls: &[ToolCall],
+        options: &BatchOptions,
+        events: Events,
+    ) {
+        let registry = self.inner.registry.clone();
+        let source = match &options.snapshot {
+            Some(snapshot) => Source::Snapshot(snapshot),
+            None => Source::Registry(&registry),
+        };
+        let config = &self.inner.config;
+        let batch = Batch {
+            source,
+            ctx,
+            settings: options.settings(config),
+            events: &events,
+        };
+        let mode = options.mode.unwrap_or(config.mode);
+        let limit = options
+            .concurrency_limit
+            .unwrap_or(config.concurrency_limit);
+        let global = (limit > 0).then(|| Semaphore::new(limit));
+        let groups: HashMap<&str, Semaphore> = options
+            .group_limits
+            .iter()
+            .filter(|(_, limit)| **limit > 0)
+            .map(|(name, limit)| (name.as_str(), Semaphore::new(*limit)))
+            .collect();
+
+        let mut pool: Vec<Planned<'_>> = Vec::new();
+        for (index, call) in calls.iter().enumerate() {
+            let tool = source.resolve(&call.name);
+            if let Some(filter) = &options.filter
+                && !filter.executes(call, tool.as_deref())
+            {
+                events.done(index, BatchItem::Pending(call.clone())).await;
+                continue;
+            }
+            let planned = Planned { index, call, tool };
+            if mode.pools(planned.tool.as_deref()) {
+                pool.push(planned);
+            } else {
+                // A barrier: finish the pool so far, then run this call alone.
+                self.run_pool(batch, std::mem::take(&mut pool), &global, &groups, options)
+                    .await;
+                self.run_one(batch, &planned, None, None).await;
+            }
+        }
+        self.run_pool(batch, pool, &global, &groups, options).await;
+    }
+
     async fn run_pool(
         &self,
-        source: Source<'_>,
-        ctx: &ToolContext,
+        batch: Batch<'_>,
         pool: Vec<Planned<'_>>,
         global: &Option<Semaphore>,
         groups: &HashMap<&str, Semaphore>,
         options: &BatchOptions,
-        items: &mut [Option<BatchItem>],
     ) {
         if pool.is_empty() {
             return;
@@ -292,22 +411,18 @@ impl Executor {
                 .as_deref()
                 .and_then(|tool| options.group(planned.call, tool))
                 .and_then(|name| groups.get(name.as_str()));
-            self.run_one(source, ctx, planned.call, global.as_ref(), group)
+            self.run_one(batch, planned, global.as_ref(), group)
         });
-        let results = join_all(runs).await;
-        for (planned, result) in pool.iter().zip(results) {
-            items[planned.index] = Some(BatchItem::Done(result));
-        }
+        join_all(runs).await;
     }
 
     async fn run_one(
         &self,
-        source: Source<'_>,
-        ctx: &ToolContext,
-        call: &ToolCall,
+        batch: Batch<'_>,
+        planned: &Planned<'_>,
         global: Option<&Semaphore>,
         group: Option<&Semaphore>,
-    ) -> CallResult {
+    ) {
         // Permits are held for the whole call; a closed semaphore cannot happen (we never
         // close them), and waiting stops when the batch is cancelled.
         let permits = async {
@@ -323,9 +438,18 @@ impl Executor {
         };
         let _permits = tokio::select! {
             biased;
-            () = ctx.cancelled() => None,
+            () = batch.ctx.cancelled() => None,
             permits = permits => Some(permits),
         };
-        self.execute_from(source, ctx.clone(), call).await
+        let (ctx, chunks) = batch
+            .events
+            .for_call(batch.ctx, planned.index, &planned.call.id);
+        let result = self
+            .execute_from(batch.source, ctx, planned.call, batch.settings, chunks)
+            .await;
+        batch
+            .events
+            .done(planned.index, BatchItem::Done(result))
+            .await;
     }
 }

@@ -8,6 +8,8 @@ use futures::FutureExt;
 use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 
 use crate::artifact::{ArtifactOffload, ArtifactRef};
+use crate::batch::CallSettings;
+use crate::events::ChunkSink;
 use crate::hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
 use crate::interrupt::{own_token, until_cancelled};
 use crate::lane::Lane;
@@ -189,6 +191,14 @@ impl ExecutorBuilder {
     }
 }
 
+/// A resolved call and how to run it.
+struct Step<'a> {
+    entry: Entry,
+    call: &'a ToolCall,
+    settings: CallSettings,
+    chunks: Option<ChunkSink>,
+}
+
 /// Where a call's tool is looked up.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
@@ -280,7 +290,8 @@ impl Executor {
     /// Never panics: every failure is in [`CallResult::result`].
     pub async fn execute(&self, ctx: ToolContext, call: &ToolCall) -> CallResult {
         let registry = self.inner.registry.clone();
-        self.execute_from(Source::Registry(&registry), ctx, call)
+        let settings = CallSettings::of(&self.inner.config);
+        self.execute_from(Source::Registry(&registry), ctx, call, settings, None)
             .await
     }
 
@@ -291,7 +302,8 @@ impl Executor {
         ctx: ToolContext,
         call: &ToolCall,
     ) -> CallResult {
-        self.execute_from(Source::Snapshot(snapshot), ctx, call)
+        let settings = CallSettings::of(&self.inner.config);
+        self.execute_from(Source::Snapshot(snapshot), ctx, call, settings, None)
             .await
     }
 
@@ -300,6 +312,8 @@ impl Executor {
         source: Source<'_>,
         ctx: ToolContext,
         call: &ToolCall,
+        settings: CallSettings,
+        chunks: Option<ChunkSink>,
     ) -> CallResult {
         let started = Instant::now();
         let entry = source.resolve_entry(&call.name);
@@ -311,8 +325,13 @@ impl Executor {
                 suggestions: source.suggestions(&call.name),
             }),
             Some(entry) => {
-                let pipeline =
-                    self.pipeline(ctx, entry, call, &mut repaired_arguments, &mut artifact);
+                let step = Step {
+                    entry,
+                    call,
+                    settings,
+                    chunks,
+                };
+                let pipeline = self.pipeline(ctx, step, &mut repaired_arguments, &mut artifact);
                 match std::panic::AssertUnwindSafe(pipeline).catch_unwind().await {
                     Ok(result) => result,
                     Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),
@@ -333,8 +352,7 @@ impl Executor {
     async fn pipeline(
         &self,
         ctx: ToolContext,
-        entry: Entry,
-        call: &ToolCall,
+        step: Step<'_>,
         repaired: &mut Option<String>,
         artifact: &mut Option<ArtifactRef>,
     ) -> Result<ToolOutput, ToolError> {
@@ -342,7 +360,12 @@ impl Executor {
         if ctx.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
-        let Entry { tool, lane } = entry;
+        let Step {
+            entry: Entry { tool, lane },
+            call,
+            settings,
+            chunks,
+        } = step;
         // Each call gets a token of its own: cancelling one call (a timeout) never cancels its
         // siblings, and cancelling the caller's token cancels every call (forwarded by
         // `until_cancelled` below).
@@ -356,10 +379,9 @@ impl Executor {
         }
 
         // Repair, then validation.
-        let config = &inner.config;
-        let mut arguments: Arc<str> = if config.repair_json {
+        let mut arguments: Arc<str> = if settings.repair_json {
             let fixed = repair_arguments(&call.arguments)?;
-            if config.validate_arguments {
+            if settings.validate_arguments {
                 inner.validators.validate(&tool, &fixed.value)?;
             }
             if fixed.repaired {
@@ -367,7 +389,7 @@ impl Executor {
             }
             Arc::from(fixed.text)
         } else {
-            if config.validate_arguments {
+            if settings.validate_arguments {
                 let value = parse_strict(&call.arguments)?;
                 inner.validators.validate(&tool, &value)?;
             }
@@ -412,6 +434,7 @@ impl Executor {
                         tool: tool.clone(),
                         call_id: call_id.clone(),
                         arguments: arguments.clone(),
+                        chunks,
                     };
                     let run = Next::new(&inner.middleware);
                     if declaration.meta.concurrency_safe == Some(true) {
@@ -445,7 +468,7 @@ impl Executor {
             work,
             &caller,
             &own,
-            config.cancel_grace,
+            inner.config.cancel_grace,
             ToolError::Cancelled,
         )
         .await?;

@@ -127,6 +127,7 @@ mod audit;
 mod batch;
 mod call;
 mod config;
+mod events;
 mod executor;
 mod hooks;
 mod interrupt;
@@ -148,12 +149,17 @@ pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets}
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
 pub use call::{BatchItem, CallResult, ToolCall};
 pub use config::ExecutorConfig;
+pub use events::{BatchEvent, BatchStream};
 pub use executor::{Executor, ExecutorBuilder};
 pub use hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
 pub use middleware::{DynMiddleware, Middleware, Next, ToolRequest};
-pub use registry::{Registry, RegistryError, ToolSetRefresh, ToolSnapshot};
+pub use registry::{
+    DEFAULT_LISTING_TIMEOUT, Registry, RegistryError, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
+};
 pub use repair::{RepairedArguments, repair_arguments};
-pub use retry::{Retry, RetryInfo, RetryOn, RetryPolicy, default_retry_on};
+pub use retry::{Retry, RetryInfo, RetryOn, default_retry_on};
 pub use suggest::{edit_distance, suggest};
 pub use timeout::Timeout;
+/// The retry schedule [`Retry`] runs on (the same type model calls use).
+pub use toolbelt_core::RetryPolicy;
 pub use validate::ValidatorCache;

@@ -9,10 +9,12 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 
+use crate::events::ChunkSink;
+
 /// The call a middleware handles: the resolved tool and the arguments it will get.
 ///
-/// Cloning is cheap (two `Arc`s and a string), so a middleware such as retry can run the
-/// rest of the chain more than once.
+/// Cloning is cheap (a few `Arc`s), so a middleware such as retry can run the rest of the
+/// chain more than once. The executor makes requests; a middleware may change their fields.
 #[derive(Clone)]
 pub struct ToolRequest {
     /// The tool about to run.
@@ -21,6 +23,8 @@ pub struct ToolRequest {
     pub call_id: Arc<str>,
     /// The argument text the tool will receive (after repair, validation and hooks).
     pub arguments: Arc<str>,
+    /// Where a streaming tool's chunks go, in a streamed batch.
+    pub(crate) chunks: Option<ChunkSink>,
 }
 
 impl std::fmt::Debug for ToolRequest {
@@ -106,9 +110,18 @@ impl<'a> Next<'a> {
     }
 }
 
-/// Calls the tool, turning a panic into an error.
+/// Calls the tool, turning a panic into an error. In a streamed batch a streaming tool is
+/// called with `call_stream`, its chunks forwarded as they arrive and merged into one output.
 async fn call_tool(ctx: ToolContext, req: ToolRequest) -> Result<ToolOutput, ToolError> {
-    let call = req.tool.call(ctx, &req.arguments);
+    let call = async {
+        match &req.chunks {
+            Some(chunks) if req.tool.is_streaming() => {
+                let stream = req.tool.call_stream(ctx, &req.arguments).await?;
+                chunks.forward(stream).await
+            }
+            _ => req.tool.call(ctx, &req.arguments).await,
+        }
+    };
     match std::panic::AssertUnwindSafe(call).catch_unwind().await {
         Ok(result) => result,
         Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),

@@ -1,18 +1,19 @@
-//! The retry middleware and its policy.
+//! The retry middleware: when to try again comes from [`RetryPolicy`] (the schedule model
+//! calls use too, computed by `backon`); whether a failed tool call is worth trying again is
+//! decided here, from the error's kind and the tool's idempotence.
 //!
-//! Retrying runs a tool again, so it is only safe for calls whose repetition does no harm.
-//! By default only tools declared idempotent (`meta.idempotent`) are retried: a payment or a
-//! write that timed out on the way back may already have happened, and running it again
-//! pays or writes twice unless the tool uses an idempotency key or another way to
-//! deduplicate. [`RetryPolicy::retry_non_idempotent`] lifts the restriction for callers that
-//! know better.
+//! Retrying runs a tool again, so it must do no harm. The default rule retries only
+//! [transient](ToolError::is_transient) errors (a connection reset, an unexpected EOF): the
+//! call most likely never took effect. An error whose outcome is unknown (an MCP server that
+//! died mid-call: it may or may not have run) is not transient and is never retried by the
+//! default rule. A tool declared `idempotent: Some(false)` (a payment, an append) is not
+//! retried at all unless [`Retry::retry_non_idempotent`] says so; tools that declare nothing,
+//! as most function tools do, are retried on transient errors.
 
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use toolbelt_core::{ToolContext, ToolError, ToolOutput};
+use toolbelt_core::{RetryPolicy, ToolContext, ToolError, ToolOutput};
 
 use crate::{Middleware, Next, ToolRequest};
 
@@ -38,77 +39,60 @@ pub type RetryOn = Arc<dyn Fn(&RetryInfo<'_>) -> bool + Send + Sync>;
 
 /// The default, conservative rule: retry transient errors only
 /// ([`ToolError::is_transient`]: unexpected EOF, connection reset or aborted, a broken pipe,
-/// a transport timeout). Never cancellation, the call's own timeout or deadline, bad
-/// arguments, rejections, panics, or result-level failures.
+/// a transport timeout). Never cancellation, the call's own timeout or deadline, an unknown
+/// outcome, bad arguments, rejections, panics, or result-level failures.
 pub fn default_retry_on(info: &RetryInfo<'_>) -> bool {
     info.error.is_some_and(ToolError::is_transient)
 }
 
-/// How a failed call is retried.
+/// Retries failed calls on the schedule of a [`RetryPolicy`].
+///
+/// Waits between attempts end early, with [`ToolError::Cancelled`], if the call is
+/// cancelled. Placed outside [`Timeout`](crate::Timeout), every attempt gets its own time
+/// limit. In a streamed batch, a retried streaming tool's failed attempts may have sent
+/// chunks before the attempt that counts.
 ///
 /// ```
 /// use std::time::Duration;
-/// use toolbelt_exec::RetryPolicy;
+/// use toolbelt_core::RetryPolicy;
+/// use toolbelt_exec::{Retry, default_retry_on};
 ///
-/// let policy = RetryPolicy {
-///     max_attempts: 3,
-///     initial_interval: Duration::from_millis(200),
-///     backoff_factor: 2.0,
-///     max_interval: Duration::from_secs(2),
-///     jitter: false,
+/// let retry = Retry::new(RetryPolicy {
+///     max_retries: 2,
+///     min_delay: Duration::from_millis(200),
 ///     ..RetryPolicy::default()
-/// };
-/// assert_eq!(policy.delay_before(2), Duration::from_millis(200));
-/// assert_eq!(policy.delay_before(3), Duration::from_millis(400));
+/// })
+/// // Also retry results the tool itself marked as failed.
+/// .retry_on(|info| default_retry_on(info) || info.result_error);
+/// assert_eq!(retry.policy().max_retries, 2);
 /// ```
-#[derive(Clone)]
-pub struct RetryPolicy {
-    /// Total attempts, including the first call. 1 (or 0) means no retry. Default 3.
-    pub max_attempts: u32,
-    /// The wait before the second attempt. Default 200 ms.
-    pub initial_interval: Duration,
-    /// Each following wait is the previous one times this factor. Default 2.0.
-    pub backoff_factor: f64,
-    /// No wait is longer than this. Default 2 s.
-    pub max_interval: Duration,
-    /// Randomize each wait to between half and all of its computed length, so many callers
-    /// that failed together do not retry together. Default on.
-    pub jitter: bool,
-    /// Decides whether a failure is retried; `None` means [`default_retry_on`].
-    pub retry_on: Option<RetryOn>,
-    /// Retry tools that are not declared idempotent too. Default off (see the module docs).
-    pub retry_non_idempotent: bool,
+#[derive(Clone, Default)]
+pub struct Retry {
+    policy: RetryPolicy,
+    retry_on: Option<RetryOn>,
+    retry_non_idempotent: bool,
 }
 
-impl std::fmt::Debug for RetryPolicy {
+impl std::fmt::Debug for Retry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RetryPolicy")
-            .field("max_attempts", &self.max_attempts)
-            .field("initial_interval", &self.initial_interval)
-            .field("backoff_factor", &self.backoff_factor)
-            .field("max_interval", &self.max_interval)
-            .field("jitter", &self.jitter)
+        f.debug_struct("Retry")
+            .field("policy", &self.policy)
             .field("retry_on", &self.retry_on.as_ref().map(|_| "custom"))
             .field("retry_non_idempotent", &self.retry_non_idempotent)
             .finish()
     }
 }
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
+impl Retry {
+    /// Retries on `policy`'s schedule, with the default rule ([`default_retry_on`]).
+    pub fn new(policy: RetryPolicy) -> Self {
         Self {
-            max_attempts: 3,
-            initial_interval: Duration::from_millis(200),
-            backoff_factor: 2.0,
-            max_interval: Duration::from_secs(2),
-            jitter: true,
+            policy,
             retry_on: None,
             retry_non_idempotent: false,
         }
     }
-}
 
-impl RetryPolicy {
     /// Uses `retry_on` to decide which failures are retried (start from
     /// [`default_retry_on`] and add conditions).
     pub fn retry_on(
@@ -119,32 +103,16 @@ impl RetryPolicy {
         self
     }
 
-    /// The wait before attempt `attempt` (2 for the first retry), without jitter:
-    /// `initial_interval × backoff_factor^(attempt − 2)`, at most `max_interval`.
-    pub fn delay_before(&self, attempt: u32) -> Duration {
-        let exponent = attempt.saturating_sub(2).min(64) as i32;
-        let factor = if self.backoff_factor.is_finite() && self.backoff_factor > 0.0 {
-            self.backoff_factor
-        } else {
-            1.0
-        };
-        let seconds = self.initial_interval.as_secs_f64() * factor.powi(exponent);
-        let capped = seconds.min(self.max_interval.as_secs_f64());
-        Duration::try_from_secs_f64(capped.max(0.0)).unwrap_or(self.max_interval)
+    /// Retries tools declared `idempotent: Some(false)` too (default off: see the module
+    /// docs). Tools that declare nothing are retried either way.
+    pub fn retry_non_idempotent(mut self, on: bool) -> Self {
+        self.retry_non_idempotent = on;
+        self
     }
 
-    /// The wait before attempt `attempt`, with jitter when enabled.
-    pub fn jittered_delay_before(&self, attempt: u32) -> Duration {
-        let delay = self.delay_before(attempt);
-        if !self.jitter {
-            return delay;
-        }
-        // A random fraction in [0.5, 1.0] from the standard library's random hasher keys.
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        let fraction = 0.5 + (random >> 11) as f64 / (1u64 << 53) as f64 / 2.0;
-        delay.mul_f64(fraction)
+    /// The schedule.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
     }
 
     fn should_retry(&self, info: &RetryInfo<'_>) -> bool {
@@ -152,28 +120,6 @@ impl RetryPolicy {
             Some(retry_on) => retry_on(info),
             None => default_retry_on(info),
         }
-    }
-}
-
-/// Retries failed calls according to a [`RetryPolicy`].
-///
-/// Only tools declared idempotent are retried unless the policy says otherwise. Waits
-/// between attempts end early, with [`ToolError::Cancelled`], if the call is cancelled.
-/// Placed outside [`Timeout`](crate::Timeout), every attempt gets its own time limit.
-#[derive(Debug, Clone, Default)]
-pub struct Retry {
-    policy: RetryPolicy,
-}
-
-impl Retry {
-    /// Retries with `policy`.
-    pub fn new(policy: RetryPolicy) -> Self {
-        Self { policy }
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> &RetryPolicy {
-        &self.policy
     }
 }
 
@@ -185,17 +131,15 @@ impl Middleware for Retry {
         req: ToolRequest,
         next: Next<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let policy = &self.policy;
-        let retryable = policy.retry_non_idempotent || req.tool.declaration().meta.is_idempotent();
-        let max_attempts = if retryable {
-            policy.max_attempts.max(1)
-        } else {
-            1
-        };
+        let declared_unsafe = req.tool.declaration().meta.idempotent == Some(false);
+        if declared_unsafe && !self.retry_non_idempotent {
+            return next.run(ctx, req).await;
+        }
+        let mut delays = self.policy.delays();
         let mut attempt = 1;
         loop {
             let result = next.run(ctx.clone(), req.clone()).await;
-            if attempt >= max_attempts || ctx.is_cancelled() {
+            if ctx.is_cancelled() {
                 return result;
             }
             let info = RetryInfo {
@@ -207,11 +151,13 @@ impl Middleware for Retry {
                 result_error: result.as_ref().is_ok_and(|out| out.is_error),
             };
             let failed = info.error.is_some() || info.result_error;
-            if !failed || !policy.should_retry(&info) {
+            if !failed || !self.should_retry(&info) {
                 return result;
             }
+            let Some(delay) = delays.next() else {
+                return result;
+            };
             attempt += 1;
-            let delay = policy.jittered_delay_before(attempt);
             tracing::debug!(
                 tool = req.tool_name(),
                 call_id = &*req.call_id,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{any_object, tool};
-use toolbelt_core::{DynTool, ToolContext, ToolError, ToolMeta, ToolOutput};
+use toolbelt_core::{DynTool, FunctionTool, Tool, ToolContext, ToolError, ToolMeta, ToolOutput};
 use toolbelt_exec::{
     Audit, AuditOutcome, AuditRecord, Executor, Registry, Retry, RetryPolicy, Timeout, ToolCall,
     default_retry_on, redact_secrets,
@@ -89,14 +89,14 @@ async fn timeout_limits_can_differ_per_tool_and_fast_calls_pass() {
 /// A tool that fails with `error()` for the first `failures` attempts, then succeeds.
 fn failing_then_ok(
     name: &str,
-    idempotent: bool,
+    idempotent: Option<bool>,
     failures: u32,
     error: fn() -> ToolError,
     attempts: &Arc<AtomicU32>,
 ) -> DynTool {
     let attempts = attempts.clone();
     let meta = ToolMeta {
-        idempotent: Some(idempotent),
+        idempotent,
         ..ToolMeta::default()
     };
     tool(name, any_object(), meta, move |_, _| {
@@ -118,12 +118,13 @@ fn reset() -> ToolError {
     ))
 }
 
-fn policy(max_attempts: u32) -> RetryPolicy {
+/// Retries with waits of 100 ms, 200 ms, then 250 ms, for `max_attempts` attempts in all.
+fn policy(max_attempts: usize) -> RetryPolicy {
     RetryPolicy {
-        max_attempts,
-        initial_interval: Duration::from_millis(100),
-        backoff_factor: 2.0,
-        max_interval: Duration::from_millis(250),
+        max_retries: max_attempts - 1,
+        min_delay: Duration::from_millis(100),
+        factor: 2.0,
+        max_delay: Duration::from_millis(250),
         jitter: false,
         ..RetryPolicy::default()
     }
@@ -132,9 +133,10 @@ fn policy(max_attempts: u32) -> RetryPolicy {
 #[tokio::test(start_paused = true)]
 async fn retry_retries_transient_errors_with_backoff_and_counts_attempts() {
     let attempts = Arc::new(AtomicU32::new(0));
-    let executor = executor_with([failing_then_ok("fetch", true, 2, reset, &attempts)], |b| {
-        b.middleware(Retry::new(policy(5)))
-    });
+    let executor = executor_with(
+        [failing_then_ok("fetch", Some(true), 2, reset, &attempts)],
+        |b| b.middleware(Retry::new(policy(5))),
+    );
     let started = tokio::time::Instant::now();
     let out = executor
         .invoke_tool(ToolContext::new(), "fetch", "{}")
@@ -142,15 +144,20 @@ async fn retry_retries_transient_errors_with_backoff_and_counts_attempts() {
         .unwrap();
     assert_eq!(out.llm_text(), "ok after 3");
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
-    // Paused time advances exactly by the waits: 100 ms, then 200 ms.
-    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    // Paused time advances by the waits, 100 ms then 200 ms (the timer may round each up to
+    // its next millisecond tick).
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited <= Duration::from_millis(302),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn retry_gives_up_after_max_attempts_including_the_first() {
     let attempts = Arc::new(AtomicU32::new(0));
     let executor = executor_with(
-        [failing_then_ok("fetch", true, 10, reset, &attempts)],
+        [failing_then_ok("fetch", Some(true), 10, reset, &attempts)],
         |b| b.middleware(Retry::new(policy(3))),
     );
     let err = executor
@@ -174,7 +181,7 @@ async fn retry_stops_on_non_transient_errors() {
     ] {
         let attempts = Arc::new(AtomicU32::new(0));
         let executor = executor_with(
-            [failing_then_ok("fetch", true, 10, error, &attempts)],
+            [failing_then_ok("fetch", Some(true), 10, error, &attempts)],
             |b| b.middleware(Retry::new(policy(5))),
         );
         let err = executor
@@ -215,11 +222,12 @@ async fn retry_leaves_result_level_failures_alone_by_default() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_skips_tools_not_declared_idempotent_unless_the_policy_opts_in() {
+async fn a_tool_declared_not_idempotent_is_retried_only_when_opted_in() {
     let attempts = Arc::new(AtomicU32::new(0));
-    let executor = executor_with([failing_then_ok("pay", false, 1, reset, &attempts)], |b| {
-        b.middleware(Retry::new(policy(3)))
-    });
+    let executor = executor_with(
+        [failing_then_ok("pay", Some(false), 1, reset, &attempts)],
+        |b| b.middleware(Retry::new(policy(3))),
+    );
     assert!(
         executor
             .invoke_tool(ToolContext::new(), "pay", "{}")
@@ -233,13 +241,10 @@ async fn retry_skips_tools_not_declared_idempotent_unless_the_policy_opts_in() {
     );
 
     let attempts = Arc::new(AtomicU32::new(0));
-    let opted_in = RetryPolicy {
-        retry_non_idempotent: true,
-        ..policy(3)
-    };
-    let executor = executor_with([failing_then_ok("pay", false, 1, reset, &attempts)], |b| {
-        b.middleware(Retry::new(opted_in))
-    });
+    let executor = executor_with(
+        [failing_then_ok("pay", Some(false), 1, reset, &attempts)],
+        |b| b.middleware(Retry::new(policy(3)).retry_non_idempotent(true)),
+    );
     assert!(
         executor
             .invoke_tool(ToolContext::new(), "pay", "{}")
@@ -247,6 +252,56 @@ async fn retry_skips_tools_not_declared_idempotent_unless_the_policy_opts_in() {
             .is_ok()
     );
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
+/// Function tools declare no idempotence; a transient failure of theirs is retried.
+#[tokio::test(start_paused = true)]
+async fn a_function_tool_that_declares_nothing_is_retried_on_transient_errors() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counter = attempts.clone();
+    let flaky = FunctionTool::new("flaky", "Fails twice", move |_: ToolContext, _: NoArgs| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        async move {
+            if n <= 2 {
+                Err(reset())
+            } else {
+                Ok(format!("ok after {n}"))
+            }
+        }
+    })
+    .unwrap();
+    assert_eq!(flaky.declaration().meta.idempotent, None);
+    let executor = executor_with([Arc::new(flaky) as DynTool], |b| {
+        b.middleware(Retry::new(policy(3)))
+    });
+    let out = executor
+        .invoke_tool(ToolContext::new(), "flaky", "{}")
+        .await
+        .unwrap();
+    assert_eq!(out.llm_text(), "ok after 3");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+
+    // The same tool's non-transient failure is not retried.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let executor = executor_with(
+        [failing_then_ok(
+            "fetch",
+            None,
+            5,
+            || ToolError::failed("disk full"),
+            &attempts,
+        )],
+        |b| b.middleware(Retry::new(policy(3))),
+    );
+    assert!(
+        executor
+            .invoke_tool(ToolContext::new(), "fetch", "{}")
+            .await
+            .is_err()
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,7 +328,7 @@ async fn a_custom_retry_on_sees_the_attempt_and_can_retry_result_failures() {
     );
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    let policy = policy(5).retry_on(move |info| {
+    let retry = Retry::new(policy(5)).retry_on(move |info| {
         log.lock().unwrap().push((
             info.tool_name.to_string(),
             info.call_id.to_string(),
@@ -281,7 +336,7 @@ async fn a_custom_retry_on_sees_the_attempt_and_can_retry_result_failures() {
         ));
         default_retry_on(info) || info.result_error
     });
-    let executor = executor_with([soft], |b| b.middleware(Retry::new(policy)));
+    let executor = executor_with([soft], |b| b.middleware(retry));
     let result = executor
         .execute(ToolContext::new(), &ToolCall::new("c42", "soft", "{}"))
         .await;
@@ -295,33 +350,16 @@ async fn a_custom_retry_on_sees_the_attempt_and_can_retry_result_failures() {
     );
 }
 
-#[test]
-fn backoff_grows_by_the_factor_up_to_the_cap_and_jitter_stays_in_range() {
-    let p = policy(10);
-    assert_eq!(p.delay_before(2), Duration::from_millis(100));
-    assert_eq!(p.delay_before(3), Duration::from_millis(200));
-    assert_eq!(p.delay_before(4), Duration::from_millis(250));
-    assert_eq!(p.delay_before(9), Duration::from_millis(250));
-    let jittered = RetryPolicy { jitter: true, ..p };
-    for _ in 0..100 {
-        let d = jittered.jittered_delay_before(3);
-        assert!(
-            d >= Duration::from_millis(100) && d <= Duration::from_millis(200),
-            "{d:?}"
-        );
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn cancellation_during_a_retry_wait_ends_the_call() {
     let attempts = Arc::new(AtomicU32::new(0));
     let long_waits = RetryPolicy {
-        initial_interval: Duration::from_secs(60),
-        max_interval: Duration::from_secs(60),
+        min_delay: Duration::from_secs(60),
+        max_delay: Duration::from_secs(60),
         ..policy(5)
     };
     let executor = executor_with(
-        [failing_then_ok("fetch", true, 10, reset, &attempts)],
+        [failing_then_ok("fetch", Some(true), 10, reset, &attempts)],
         |b| b.middleware(Retry::new(long_waits)),
     );
     let ctx = ToolContext::new();

@@ -160,14 +160,13 @@ async fn an_unknown_outcome_is_not_retried_by_the_executor() {
         .unwrap();
     registry.snapshot(&ToolContext::new()).await;
     let policy = RetryPolicy {
-        max_attempts: 5,
-        initial_interval: Duration::from_millis(10),
+        max_retries: 4,
+        min_delay: Duration::from_millis(10),
         jitter: false,
-        retry_non_idempotent: true,
         ..RetryPolicy::default()
     };
     let executor = Executor::builder(registry)
-        .middleware(Retry::new(policy))
+        .middleware(Retry::new(policy).retry_non_idempotent(true))
         .build();
     let args = json!({"path": file.display().to_string()}).to_string();
     let call = ToolCall::new("c1", "append_then_exit", args);
