@@ -663,3 +663,42 @@ fn sse_responses(
         Some((item, state))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The crate documentation's arithmetic: with the defaults, a server that accepts and
+    /// never answers, or any mix of timed-out and fast-failing attempts, fails in under a
+    /// minute. Jitter adds at most one more computed wait, so each wait is at most twice
+    /// the unjittered one.
+    #[test]
+    fn the_defaults_fail_a_dead_server_in_under_a_minute() {
+        let config = OpenAiConfig::new("http://127.0.0.1:1/v1", "m");
+        let unjittered = RetryPolicy {
+            jitter: false,
+            ..config.retry.clone()
+        };
+        let longest_waits: Duration = unjittered.delays().map(|d| d * 2).sum();
+        let attempt = config.request_timeout.max(config.connect_timeout);
+        let worst = attempt * TIMED_OUT_ATTEMPTS as u32 + longest_waits;
+        assert!(worst < Duration::from_secs(60), "{worst:?}");
+    }
+
+    #[test]
+    fn a_body_without_a_content_type_is_judged_by_its_first_bytes() {
+        assert!(matches!(
+            body_kind("none", b"  {\"choices\":[]}"),
+            BodyKind::Json
+        ));
+        assert!(matches!(
+            body_kind("none", b"data: {}\n\n"),
+            BodyKind::EventStream
+        ));
+        assert!(matches!(body_kind("none", b"<html>"), BodyKind::Other));
+        assert!(matches!(
+            body_kind("application/vnd.api+json", b""),
+            BodyKind::Json
+        ));
+    }
+}

@@ -24,7 +24,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,6 +68,33 @@ pub enum Reply {
         /// How long nothing is sent.
         pause: Duration,
     },
+    /// A text answer that stopped at the token limit (`finish_reason: "length"`).
+    Truncated {
+        /// The text.
+        content: String,
+    },
+    /// Streams a complete text answer (its `finish_reason` and usage chunk) and then holds
+    /// the connection open without `[DONE]` for an hour, as some proxies do. Answered
+    /// whole when the request does not stream.
+    HeldOpen {
+        /// The text.
+        content: String,
+    },
+    /// Only chunks with empty `choices` (a usage chunk) then `[DONE]`; a completion with
+    /// no choices when the request does not stream.
+    EmptyChoices,
+    /// A body sent as is with this status and content type, whatever the request asked
+    /// for: a JSON completion to a streaming request, an `{"error": …}` body, an HTML page.
+    Raw {
+        /// The HTTP status.
+        status: u16,
+        /// The `Content-Type` header (none is sent when `None`).
+        content_type: Option<String>,
+        /// The body.
+        body: String,
+    },
+    /// Reads the request and never answers (a server that accepts and hangs).
+    NoAnswer,
 }
 
 impl Reply {
@@ -101,6 +129,31 @@ impl Reply {
             retry_after: None,
             message: message.into(),
         }
+    }
+
+    /// A text answer cut at the token limit (`finish_reason: "length"`).
+    pub fn truncated(content: impl Into<String>) -> Self {
+        Reply::Truncated {
+            content: content.into(),
+        }
+    }
+
+    /// A 200 with this content type and body, sent as is.
+    pub fn raw(content_type: &str, body: impl Into<String>) -> Self {
+        Reply::Raw {
+            status: 200,
+            content_type: Some(content_type.to_string()),
+            body: body.into(),
+        }
+    }
+
+    /// A whole JSON chat completion with this text, as a non-streaming server sends it
+    /// (sent as is, also to a streaming request).
+    pub fn json_completion(content: &str) -> Self {
+        Self::raw(
+            "application/json",
+            completion("scripted", content, &[], "stop").to_string(),
+        )
     }
 
     /// A 429 with `Retry-After: <seconds>`.
@@ -142,12 +195,26 @@ impl RecordedRequest {
     }
 }
 
+const LOCALHOST: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+
 type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
 
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     responder: Option<Box<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    strict: AtomicBool,
+}
+
+impl Shared {
+    fn new(script: VecDeque<Reply>, responder: Option<Box<Responder>>) -> Self {
+        Self {
+            script: Mutex::new(script),
+            responder,
+            requests: Mutex::new(Vec::new()),
+            strict: AtomicBool::new(false),
+        }
+    }
 }
 
 /// A running scripted server; it stops when dropped.
@@ -175,12 +242,8 @@ impl ScriptedServer {
     /// Starts a server that answers with `replies` in order; once they run out it answers
     /// 500 "script exhausted", so a loop that calls the model too often fails loudly.
     pub async fn start(replies: impl IntoIterator<Item = Reply>) -> std::io::Result<Self> {
-        Self::spawn(Shared {
-            script: Mutex::new(replies.into_iter().collect()),
-            responder: None,
-            requests: Mutex::new(Vec::new()),
-        })
-        .await
+        let shared = Shared::new(replies.into_iter().collect(), None);
+        Self::spawn(LOCALHOST, shared).await
     }
 
     /// Starts a server that computes each reply from the request (after any pushed replies
@@ -188,16 +251,29 @@ impl ScriptedServer {
     pub async fn start_with(
         responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
-        Self::spawn(Shared {
-            script: Mutex::new(VecDeque::new()),
-            responder: Some(Box::new(responder)),
-            requests: Mutex::new(Vec::new()),
-        })
-        .await
+        Self::start_with_at(LOCALHOST, responder).await
     }
 
-    async fn spawn(shared: Shared) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// Like [`ScriptedServer::start_with`], listening on `addr` (a fixed port for a server
+    /// that another program is pointed at).
+    pub async fn start_with_at(
+        addr: SocketAddr,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        let shared = Shared::new(VecDeque::new(), Some(Box::new(responder)));
+        Self::spawn(addr, shared).await
+    }
+
+    /// Turns strict checking of the conversation on or off. A strict server answers 400,
+    /// as vLLM does, when an assistant message in the request holds a tool call whose
+    /// `arguments` are not a JSON object, or two tool calls with the same id; the script
+    /// is not advanced by a refused request.
+    pub fn set_strict(&self, strict: bool) {
+        self.shared.strict.store(strict, Ordering::Relaxed);
+    }
+
+    async fn spawn(addr: SocketAddr, shared: Shared) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(shared);
         let app = Router::new()
@@ -259,6 +335,12 @@ async fn complete(
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
+    if shared.strict.load(Ordering::Relaxed)
+        && let Some(problem) = strict_problem(&recorded.body)
+    {
+        lock(&shared.requests).push(recorded);
+        return error_response(400, &problem, None);
+    }
     let next = lock(&shared.script).pop_front();
     let reply = match (next, &shared.responder) {
         (Some(reply), _) => reply,
@@ -276,23 +358,13 @@ async fn complete(
             status,
             retry_after,
             message,
-        } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = json!({"error": {"message": message, "type": "scripted", "code": null}});
-            let mut response = (status, axum::Json(body)).into_response();
-            if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {
-                response.headers_mut().insert("retry-after", value);
-            }
-            response
-        }
+        } => error_response(status, &message, retry_after),
         Reply::Message {
             content,
             tool_calls,
-        } if !stream => axum::Json(completion(&model, &content, &tool_calls)).into_response(),
-        Reply::Message {
-            content,
-            tool_calls,
-        } => sse(chunks(&model, &content, &tool_calls), None),
+        } => answer(&model, &content, &tool_calls, stream, Ending::Done),
+        Reply::Truncated { content } => answer(&model, &content, &[], stream, Ending::Length),
+        Reply::HeldOpen { content } => answer(&model, &content, &[], stream, Ending::HeldOpen),
         Reply::Stall { content, pause } => {
             let first = vec![chunk(
                 &model,
@@ -301,7 +373,111 @@ async fn complete(
             )];
             sse(first, Some(pause))
         }
+        Reply::EmptyChoices if !stream => axum::Json(json!({
+            "id": "chatcmpl-scripted", "object": "chat.completion", "model": model,
+            "choices": [], "usage": usage(),
+        }))
+        .into_response(),
+        Reply::EmptyChoices => {
+            let empty = |usage: Value| {
+                json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                       "model": model, "choices": [], "usage": usage})
+                .to_string()
+            };
+            sse(
+                vec![empty(Value::Null), empty(usage()), "[DONE]".into()],
+                None,
+            )
+        }
+        Reply::Raw {
+            status,
+            content_type,
+            body,
+        } => {
+            let mut response = HttpResponse::builder()
+                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+            if let Some(content_type) = content_type {
+                response = response.header("content-type", content_type);
+            }
+            response
+                .body(Body::from(body))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        }
+        Reply::NoAnswer => std::future::pending().await,
     }
+}
+
+/// How a streamed answer ends.
+#[derive(Clone, Copy, PartialEq)]
+enum Ending {
+    /// `finish_reason` stop or tool_calls, a usage chunk, `[DONE]`.
+    Done,
+    /// `finish_reason` length, a usage chunk, `[DONE]`.
+    Length,
+    /// `finish_reason` stop and a usage chunk, then the connection stays open.
+    HeldOpen,
+}
+
+fn answer(
+    model: &str,
+    content: &str,
+    tool_calls: &[ToolCall],
+    stream: bool,
+    ending: Ending,
+) -> HttpResponse {
+    let finish = match ending {
+        Ending::Length => "length",
+        _ if tool_calls.is_empty() => "stop",
+        _ => "tool_calls",
+    };
+    if !stream {
+        return axum::Json(completion(model, content, tool_calls, finish)).into_response();
+    }
+    let mut events = chunks(model, content, tool_calls, finish);
+    if ending == Ending::HeldOpen {
+        events.pop();
+        return sse(events, Some(Duration::from_secs(3600)));
+    }
+    sse(events, None)
+}
+
+fn error_response(status: u16, message: &str, retry_after: Option<String>) -> HttpResponse {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"error": {"message": message, "type": "scripted", "code": null}});
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {
+        response.headers_mut().insert("retry-after", value);
+    }
+    response
+}
+
+/// What a strict server (vLLM) refuses in a conversation: tool-call arguments that are not
+/// a JSON object, two tool calls with one id in one assistant message.
+fn strict_problem(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    for (position, message) in messages.iter().enumerate() {
+        let Some(calls) = message["tool_calls"].as_array() else {
+            continue;
+        };
+        let mut ids = std::collections::HashSet::new();
+        for call in calls {
+            let id = call["id"].as_str().unwrap_or_default();
+            if !ids.insert(id) {
+                return Some(format!(
+                    "messages[{position}]: duplicate tool call id {id:?}"
+                ));
+            }
+            let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+            let parsed = serde_json::from_str::<Value>(arguments);
+            if !matches!(parsed, Ok(Value::Object(_))) {
+                return Some(format!(
+                    "messages[{position}]: the arguments of tool call {id:?} are not a JSON \
+                     object: {arguments:?}"
+                ));
+            }
+        }
+    }
+    None
 }
 
 const USAGE: Value = Value::Null;
@@ -311,7 +487,7 @@ fn usage() -> Value {
            "prompt_tokens_details": {"cached_tokens": 0}})
 }
 
-fn completion(model: &str, content: &str, tool_calls: &[ToolCall]) -> Value {
+fn completion(model: &str, content: &str, tool_calls: &[ToolCall], finish: &str) -> Value {
     let mut message = json!({"role": "assistant", "content": content, "refusal": null});
     if !tool_calls.is_empty() {
         message["tool_calls"] = json!(tool_calls);
@@ -319,11 +495,6 @@ fn completion(model: &str, content: &str, tool_calls: &[ToolCall]) -> Value {
             message["content"] = Value::Null;
         }
     }
-    let finish = if tool_calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
     json!({
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -351,7 +522,7 @@ fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
 
 /// Splits a reply the way real servers stream: text a few characters at a time, each tool
 /// call's id and name first and its arguments in pieces.
-fn chunks(model: &str, content: &str, tool_calls: &[ToolCall]) -> Vec<String> {
+fn chunks(model: &str, content: &str, tool_calls: &[ToolCall], finish: &str) -> Vec<String> {
     let mut out = vec![chunk(
         model,
         json!({"role": "assistant", "content": ""}),
@@ -373,11 +544,6 @@ fn chunks(model: &str, content: &str, tool_calls: &[ToolCall]) -> Vec<String> {
             out.push(chunk(model, part, None));
         }
     }
-    let finish = if tool_calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
     out.push(chunk(model, json!({}), Some(finish)));
     out.push(
         json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,

@@ -6,8 +6,8 @@ use futures::StreamExt;
 use toolbelt_core::Declaration;
 use toolbelt_model::testing::{Reply, ScriptedServer};
 use toolbelt_model::{
-    FinishReason, GenerationConfig, Message, Model, ModelError, OpenAiConfig, OpenAiModel, Request,
-    Response, RetryPolicy, ToolCall, ToolChoice,
+    ContentPart, FinishReason, GenerationConfig, Message, Model, ModelError, OpenAiConfig,
+    OpenAiModel, Request, Response, RetryPolicy, ToolCall, ToolChoice,
 };
 
 fn fast_retries() -> RetryPolicy {
@@ -299,4 +299,348 @@ fn bad_base_urls_and_headers_are_configuration_errors() {
         OpenAiModel::new(config),
         Err(ModelError::InvalidConfig(_))
     ));
+}
+
+/// Both ways of asking; tests that care run in each.
+const MODES: [bool; 2] = [false, true];
+
+fn request(stream: bool) -> Request {
+    Request::new(vec![Message::user("q")]).with_config(GenerationConfig {
+        stream,
+        ..GenerationConfig::default()
+    })
+}
+
+fn final_message(responses: &[Response]) -> &Message {
+    let last = responses.last().expect("a final response");
+    assert!(!last.partial);
+    last.message.as_ref().expect("the final message")
+}
+
+#[tokio::test]
+async fn a_json_completion_to_a_streaming_request_is_the_final_response() {
+    let server = ScriptedServer::start([
+        Reply::json_completion("a proxy ignored stream: true"),
+        // The same without a content type: the body's first byte says it is JSON.
+        Reply::Raw {
+            status: 200,
+            content_type: None,
+            body:
+                r#"{"choices":[{"message":{"content":"no content type"},"finish_reason":"stop"}]}"#
+                    .into(),
+        },
+    ])
+    .await
+    .unwrap();
+    let model = client(&server);
+    let responses = collect(&model, request(true)).await.unwrap();
+    assert_eq!(responses.len(), 1);
+    assert_eq!(
+        final_message(&responses).content,
+        "a proxy ignored stream: true"
+    );
+    assert_eq!(responses[0].finish_reason, Some(FinishReason::Stop));
+    let responses = collect(&model, request(true)).await.unwrap();
+    assert_eq!(final_message(&responses).content, "no content type");
+}
+
+#[tokio::test]
+async fn an_error_body_under_200_is_an_error_with_its_message() {
+    for stream in MODES {
+        let body = r#"{"error":{"message":"model qwen3 is still loading","code":503}}"#;
+        let server = ScriptedServer::start([Reply::raw("application/json", body)])
+            .await
+            .unwrap();
+        let err = collect(&client(&server), request(stream))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("model qwen3 is still loading"),
+            "stream {stream}: {err}"
+        );
+        assert!(matches!(err, ModelError::Status { status: 200, .. }));
+    }
+}
+
+#[tokio::test]
+async fn an_html_page_is_an_error_naming_text_html_with_a_snippet() {
+    let page = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n\
+                <body><h1>502 Bad Gateway</h1><hr>nginx</body></html>";
+    for stream in MODES {
+        let server = ScriptedServer::start([Reply::raw("text/html; charset=utf-8", page)])
+            .await
+            .unwrap();
+        let err = collect(&client(&server), request(stream))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ModelError::UnexpectedBody { ref content_type, .. } if content_type == "text/html"),
+            "stream {stream}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains("text/html"), "{message}");
+        assert!(
+            message.contains("<title>502 Bad Gateway</title>"),
+            "{message}"
+        );
+        assert_eq!(server.requests().len(), 1, "a 200 is not retried");
+    }
+}
+
+#[tokio::test]
+async fn plain_text_to_a_streaming_request_is_an_error_naming_its_content_type() {
+    let server = ScriptedServer::start([Reply::raw("text/plain", "upstream connect error")])
+        .await
+        .unwrap();
+    let err = collect(&client(&server), request(true)).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the model server sent text/plain instead of an event stream: upstream connect error"
+    );
+}
+
+#[tokio::test]
+async fn empty_answers_are_errors_not_blank_successes() {
+    for stream in MODES {
+        for reply in [Reply::text(""), Reply::EmptyChoices] {
+            let server = ScriptedServer::start([reply.clone()]).await.unwrap();
+            let err = collect(&client(&server), request(stream))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, ModelError::EmptyAnswer { .. }),
+                "stream {stream}, {reply:?}: {err}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn chunks_with_empty_choices_are_skipped_around_a_real_answer() {
+    // The scripted stream already ends with a usage chunk whose choices are empty.
+    let server = ScriptedServer::start([Reply::text("fine")]).await.unwrap();
+    let responses = collect(&client(&server), request(true)).await.unwrap();
+    assert_eq!(final_message(&responses).content, "fine");
+    assert_eq!(responses.last().unwrap().usage.unwrap().total_tokens, 18);
+}
+
+#[tokio::test]
+async fn a_length_finish_reason_is_on_the_response() {
+    for stream in MODES {
+        let server = ScriptedServer::start([Reply::truncated("It was the best of")])
+            .await
+            .unwrap();
+        let responses = collect(&client(&server), request(stream)).await.unwrap();
+        assert_eq!(final_message(&responses).content, "It was the best of");
+        assert_eq!(
+            responses.last().unwrap().finish_reason,
+            Some(FinishReason::Length),
+            "stream {stream}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_complete_answer_on_a_held_connection_finishes_without_done() {
+    let server = ScriptedServer::start([Reply::HeldOpen {
+        content: "complete, but no [DONE]".into(),
+    }])
+    .await
+    .unwrap();
+    // The idle timeout is far beyond the bound below: finishing shows the answer was taken
+    // as complete, not that the stream timed out.
+    let config = OpenAiConfig::new(server.base_url(), "m")
+        .with_retry(RetryPolicy::none())
+        .with_idle_timeout(Duration::from_secs(600));
+    let model = OpenAiModel::new(config).unwrap();
+    let responses = tokio::time::timeout(Duration::from_secs(60), collect(&model, request(true)))
+        .await
+        .expect("the stream should finish well before the idle timeout")
+        .unwrap();
+    assert_eq!(final_message(&responses).content, "complete, but no [DONE]");
+    let last = responses.last().unwrap();
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(
+        last.usage.unwrap().total_tokens,
+        18,
+        "the trailing usage chunk is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_naming_the_request_timeout_after_one_retry() {
+    let server = ScriptedServer::start([Reply::NoAnswer, Reply::NoAnswer, Reply::NoAnswer])
+        .await
+        .unwrap();
+    // The policy allows three retries; a timed-out attempt is retried once only.
+    let retry = RetryPolicy {
+        max_retries: 3,
+        min_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        ..RetryPolicy::default()
+    };
+    let config = OpenAiConfig::new(server.base_url(), "m")
+        .with_retry(retry)
+        .with_request_timeout(Duration::from_secs(1));
+    let model = OpenAiModel::new(config).unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), collect(&model, request(true)))
+        .await
+        .expect("the request timeout should have fired")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::Timeout {
+                setting: "request timeout",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "no response headers within 1 s (request timeout)"
+    );
+    assert_eq!(server.requests().len(), 2, "one attempt and one retry");
+}
+
+fn picture() -> Message {
+    Message::user_with_parts(
+        "What is in this picture?",
+        vec![
+            ContentPart::image_data("image/png", "iVBORw0KGgo="),
+            ContentPart::Text {
+                text: "Answer briefly.".into(),
+            },
+        ],
+    )
+}
+
+#[tokio::test]
+async fn image_parts_go_out_as_openai_content_parts_text_first() {
+    let server = ScriptedServer::start([Reply::text("a cat")]).await.unwrap();
+    let model = client(&server);
+    assert!(model.accepts_images());
+    let mut tool = Message::tool("c1", "read", "the file");
+    tool.parts = vec![ContentPart::image_data("image/jpeg", "/9j/")];
+    let call = Message::assistant_tool_calls("", vec![ToolCall::new("c1", "read", "{}")]);
+    collect(&model, Request::new(vec![call, tool, picture()]))
+        .await
+        .unwrap();
+    let messages = server.requests()[0].messages().to_vec();
+    assert_eq!(
+        messages[2]["content"],
+        serde_json::json!([
+            {"type": "text", "text": "What is in this picture?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "text", "text": "Answer briefly."},
+        ])
+    );
+    // OpenAI's tool role takes text only: the image becomes a note there.
+    assert_eq!(
+        messages[1]["content"],
+        "the file\n\n[image/jpeg not shown: this model does not take images]"
+    );
+}
+
+#[tokio::test]
+async fn a_400_to_images_is_retried_once_as_text_and_later_requests_are_text() {
+    let server = ScriptedServer::start([
+        Reply::status(400, "image input is not supported by this model"),
+        Reply::text("I cannot see images."),
+        Reply::text("still text"),
+    ])
+    .await
+    .unwrap();
+    let model = client(&server);
+    let responses = collect(&model, Request::new(vec![picture()]))
+        .await
+        .unwrap();
+    assert_eq!(final_message(&responses).content, "I cannot see images.");
+    assert!(!model.accepts_images(), "the refusal is remembered");
+    collect(&model, Request::new(vec![picture()]))
+        .await
+        .unwrap();
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "one refused request, one retry, one later"
+    );
+    assert!(requests[0].messages()[0]["content"].is_array());
+    let as_text = "What is in this picture?\n\n[image/png not shown: this model does not take \
+                   images]\n\nAnswer briefly.";
+    assert_eq!(requests[1].messages()[0]["content"], as_text);
+    assert_eq!(requests[2].messages()[0]["content"], as_text);
+}
+
+#[tokio::test]
+async fn a_model_configured_without_images_sends_notes_from_the_start() {
+    let server = ScriptedServer::start([Reply::text("ok")]).await.unwrap();
+    let config = OpenAiConfig::new(server.base_url(), "m").with_images(false);
+    let model = OpenAiModel::new(config).unwrap();
+    assert!(!model.accepts_images());
+    collect(&model, Request::new(vec![picture()]))
+        .await
+        .unwrap();
+    let content = server.requests()[0].messages()[0]["content"].clone();
+    assert!(content.as_str().unwrap().contains("[image/png not shown"));
+}
+
+#[tokio::test]
+async fn a_strict_server_refuses_unparsable_arguments_and_duplicate_ids_in_history() {
+    let server = ScriptedServer::start([Reply::text("valid history")])
+        .await
+        .unwrap();
+    server.set_strict(true);
+    let model =
+        OpenAiModel::new(OpenAiConfig::new(server.base_url(), "m").with_retry(RetryPolicy::none()))
+            .unwrap();
+    let history = |calls: Vec<ToolCall>| {
+        let mut messages = vec![Message::user("q")];
+        let answers: Vec<Message> = calls
+            .iter()
+            .map(|c| Message::tool(c.id.clone(), c.name(), "ok"))
+            .collect();
+        messages.push(Message::assistant_tool_calls("", calls));
+        messages.extend(answers);
+        Request::new(messages)
+    };
+    let broken = history(vec![ToolCall::new("c1", "read", r#"{"path": "a"#)]);
+    let err = collect(&model, broken).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::Status { status: 400, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("not a JSON object"), "{err}");
+
+    let duplicated = history(vec![
+        ToolCall::new("c1", "read", r#"{"path":"a"}"#),
+        ToolCall::new("c1", "read", r#"{"path":"b"}"#),
+    ]);
+    let err = collect(&model, duplicated).await.unwrap_err();
+    assert!(err.to_string().contains("duplicate tool call id"), "{err}");
+    assert_eq!(server.remaining(), 1, "refused requests leave the script");
+
+    let valid = history(vec![
+        ToolCall::new("c1", "read", r#"{"path":"a"}"#),
+        ToolCall::new("c2", "read", r#"{"path":"b"}"#),
+    ]);
+    let responses = collect(&model, valid).await.unwrap();
+    assert_eq!(final_message(&responses).content, "valid history");
+}
+
+#[tokio::test]
+async fn an_event_stream_to_a_non_streaming_request_yields_only_the_final_response() {
+    let body = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"str\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"eamed\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let server = ScriptedServer::start([Reply::raw("text/event-stream", body)])
+        .await
+        .unwrap();
+    let responses = collect(&client(&server), request(false)).await.unwrap();
+    assert_eq!(responses.len(), 1);
+    assert_eq!(final_message(&responses).content, "streamed");
 }
