@@ -185,6 +185,9 @@ async fn authorize(
     challenge: Option<&str>,
     previous_scopes: &[String],
 ) -> Result<AuthorizationManager, String> {
+    if mode == AuthorizeMode::Never {
+        return Err("the server needs authorization: log in first (toolbelt mcp login)".into());
+    }
     require_secure("the MCP server", url)?;
     let mut manager = AuthorizationManager::new(url).await.map_err(describe)?;
     let resolution = manager
@@ -276,10 +279,7 @@ async fn authorize(
             .map_err(|_| format!("no approval arrived within {}s", APPROVAL_WAIT.as_secs()))?
     };
     let callback = match mode {
-        AuthorizeMode::Never => {
-            return Err("the server needs authorization: log in first (toolbelt mcp login)".into());
-        }
-        AuthorizeMode::Browser | AuthorizeMode::Print => {
+        AuthorizeMode::Never | AuthorizeMode::Browser | AuthorizeMode::Print => {
             eprintln!("Open this URL to authorize toolbelt:\n\n    {authorization_url}\n");
             if mode == AuthorizeMode::Browser {
                 open_browser(&authorization_url);
@@ -289,7 +289,10 @@ async fn authorize(
         AuthorizeMode::Follow => {
             let follower = follow(&authorization_url, &redirect_uri);
             tokio::pin!(approved, follower);
+            // Biased: when the listener has its answer (a code or the server's refusal), that
+            // answer wins over the follower's view of the same redirect.
             tokio::select! {
+                biased;
                 callback = &mut approved => callback?,
                 Err(problem) = &mut follower => return Err(problem),
             }
@@ -353,7 +356,12 @@ async fn follow(authorization_url: &str, redirect_uri: &str) -> Result<(), Strin
             .await
             .map_err(|err| format!("fetching the authorization URL failed: {err}"))?;
         if current.as_str().starts_with(redirect_uri) {
-            return Ok(());
+            // The listener refuses a redirect that is not this login's; waiting on would
+            // only time out.
+            return match response.status() {
+                status if status.is_success() => Ok(()),
+                _ => Err("the redirect back was refused: its state is not this login's".into()),
+            };
         }
         let status = response.status();
         let location = response

@@ -205,7 +205,7 @@ impl StreamableHttpClient for InjectingClient {
                     session_id.clone(),
                     token,
                     custom_headers.clone(),
-                    limits.clone(),
+                    limits,
                 )
             })
             .await;
