@@ -11,7 +11,10 @@ use toolbelt::ToolError;
 use toolbelt::builtin::fs::ReadState;
 use toolbelt::builtin::shell::{LandlockSandbox, SandboxMode};
 use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt::exec::{CallResult, Executor, Registry, ToolCall, ToolSetRefresh, ToolSnapshot};
+use toolbelt::exec::{
+    CallResult, Executor, Registry, ToolCall, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
+};
+use toolbelt::mcp::server::{UpstreamOptions, Upstreams};
 use toolbelt::mcp::{McpServersFile, McpToolSet};
 use toolbelt::{ToolContext, ToolSet};
 
@@ -144,6 +147,55 @@ impl Toolbox {
         args: &ToolSourceArgs,
         read_state: Option<Arc<ReadState>>,
     ) -> Result<Self, CliError> {
+        let mut toolbox = Self::open_builtin(args, read_state, Registry::new())?;
+        if let Some(path) = &args.mcp_config {
+            for set in open_mcp_servers(path)? {
+                // An MCP server may change its tools: list them again on every run.
+                toolbox.add(Arc::new(set), ToolSetRefresh::OnRun.into())?;
+            }
+        }
+        Ok(toolbox)
+    }
+
+    /// As [`Toolbox::open`], for serving: the MCP servers are [`Upstreams`] that connect in
+    /// the background (start them with [`Upstreams::start`]), each listing no tools until it
+    /// is up. They are registered in the file's order, which decides who keeps a tool name
+    /// on a clash; a listing of a connected server that hangs is cut off after the connect
+    /// timeout (its last tools stay).
+    pub fn open_aggregating(
+        args: &ToolSourceArgs,
+        options: UpstreamOptions,
+    ) -> Result<(Self, Upstreams), CliError> {
+        let registry = Registry::new().with_listing_timeout(options.connect_timeout);
+        let mut toolbox = Self::open_builtin(args, None, registry)?;
+        let sets = match &args.mcp_config {
+            Some(path) => open_mcp_servers(path)?,
+            None => Vec::new(),
+        };
+        let set_options = ToolSetOptions::new()
+            .refresh(ToolSetRefresh::OnRun)
+            .always_prefix(options.always_prefix);
+        let upstreams = Upstreams::new(sets, options);
+        for set in upstreams.tool_sets() {
+            toolbox.add(set, set_options)?;
+        }
+        Ok((toolbox, upstreams))
+    }
+
+    fn add(&mut self, set: Arc<dyn ToolSet>, options: ToolSetOptions) -> Result<(), CliError> {
+        self.registry
+            .add_tool_set(set.clone(), options)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        self.sets.push(set);
+        Ok(())
+    }
+
+    /// The built-in tool set in `args.dir`, registered in `registry`.
+    fn open_builtin(
+        args: &ToolSourceArgs,
+        read_state: Option<Arc<ReadState>>,
+        registry: Registry,
+    ) -> Result<Self, CliError> {
         let dir = canonical_dir(&args.dir)?;
         let mut options = BuiltinOptions::new(&dir)
             .with_read_only(args.read_only)
@@ -155,21 +207,12 @@ impl Toolbox {
             BuiltinToolSet::new(options)
                 .map_err(|e| CliError::usage(format!("cannot open the built-in tools: {e}")))?,
         );
-        let registry = Arc::new(Registry::new());
+        let registry = Arc::new(registry);
         // The built-in tools never change: list them once.
         registry
             .add_tool_set(builtin.clone(), ToolSetRefresh::Cached)
             .map_err(|e| CliError::usage(e.to_string()))?;
-        let mut sets: Vec<Arc<dyn ToolSet>> = vec![builtin.clone()];
-        if let Some(path) = &args.mcp_config {
-            for set in open_mcp_servers(path)? {
-                // An MCP server may change its tools: list them again on every run.
-                registry
-                    .add_tool_set(set.clone(), ToolSetRefresh::OnRun)
-                    .map_err(|e| CliError::usage(e.to_string()))?;
-                sets.push(set);
-            }
-        }
+        let sets: Vec<Arc<dyn ToolSet>> = vec![builtin.clone()];
         Ok(Self {
             registry,
             builtin,
@@ -228,18 +271,18 @@ fn sandbox_line(mode: Option<SandboxMode>) -> String {
     }
 }
 
-/// One MCP tool set per server of an `mcpServers` file.
-fn open_mcp_servers(path: &Path) -> Result<Vec<Arc<dyn ToolSet>>, CliError> {
+/// One MCP tool set per server of an `mcpServers` file, in the file's order.
+fn open_mcp_servers(path: &Path) -> Result<Vec<McpToolSet>, CliError> {
     let file = McpServersFile::load(path)
         .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
-    let mut sets: Vec<Arc<dyn ToolSet>> = Vec::new();
+    let mut sets = Vec::new();
     for (name, config) in file.servers() {
         let config = config.map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
         let set = McpToolSet::builder(name.as_str(), config)
             .session_reconnect(MCP_RECONNECT_ATTEMPTS)
             .build()
             .map_err(|e| CliError::usage(e.to_string()))?;
-        sets.push(Arc::new(set));
+        sets.push(set);
     }
     Ok(sets)
 }

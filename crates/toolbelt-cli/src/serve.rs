@@ -3,8 +3,16 @@
 //!
 //! Every call runs through the executor pipeline (validation, the per-call time limit). A
 //! client's `notifications/cancelled` cancels the call (a running Bash command's process group
-//! is killed); calls with a progress token get progress notifications and a heartbeat; the
+//! is killed, an aggregated server's call is cancelled there too); calls with a progress token
+//! get progress notifications (an aggregated server's own included) and a heartbeat; the
 //! clients hear `notifications/tools/list_changed` when an aggregated server's tools change.
+//!
+//! The aggregated servers connect in the background (`--connect-timeout` per attempt, retried
+//! with a growing delay): `initialize` and `tools/list` are answered at once with whatever is
+//! up, and a server's tools appear when it connects. The `toolbelt://status` resource and the
+//! log say which servers are connected, connecting or failed (with the error). Their
+//! resources, prompts, completions and log messages are relayed too; names and URIs are kept
+//! apart as the library's `server` module docs say (`--always-prefix` prefixes all of them).
 //!
 //! Over HTTP the server binds 127.0.0.1 unless told otherwise, checks `Host` and `Origin`
 //! (DNS-rebinding protection) and requires `Authorization: Bearer TOKEN`, safe by default:
@@ -26,8 +34,8 @@ use std::time::Duration;
 use clap::Args;
 use toolbelt::exec::{Executor, Timeout};
 use toolbelt::mcp::server::{
-    CancellationToken, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpServeOptions,
-    HttpServer, ToolServer, serve_stdio,
+    CancellationToken, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT,
+    HttpServeOptions, HttpServer, ToolServer, UpstreamOptions, serve_stdio,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
@@ -91,6 +99,17 @@ pub struct ServeArgs {
     /// that asked for progress, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     heartbeat: f64,
+    /// How long one attempt to connect to an aggregated server (start, initialize, list its
+    /// tools) may take, in seconds. Servers connect in the background: clients are served at
+    /// once, and a server that fails or times out is tried again (its tools appear when it
+    /// is up; `toolbelt://status` says where each server stands).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CONNECT_TIMEOUT.as_secs_f64())]
+    connect_timeout: f64,
+    /// Offer every tool and prompt of an aggregated server as `{server}_{name}` (and its
+    /// resources under `toolbelt://servers/{server}/`), not only the names an earlier server
+    /// in the `--mcp-config` file already took.
+    #[arg(long)]
+    always_prefix: bool,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -117,6 +136,12 @@ pub async fn run(args: ServeArgs) -> Outcome {
             args.session_idle_timeout
         )));
     }
+    if !args.connect_timeout.is_finite() || args.connect_timeout <= 0.0 {
+        return Err(CliError::usage(format!(
+            "--connect-timeout must be a positive number of seconds, got {}",
+            args.connect_timeout
+        )));
+    }
     if args.max_sessions == 0 {
         return Err(CliError::usage("--max-sessions must be at least 1"));
     }
@@ -126,14 +151,21 @@ pub async fn run(args: ServeArgs) -> Outcome {
         None => None,
     };
 
-    let toolbox = Toolbox::open(&args.sources, None)?;
+    let upstream_options = UpstreamOptions {
+        connect_timeout: Duration::from_secs_f64(args.connect_timeout),
+        always_prefix: args.always_prefix,
+    };
+    let (toolbox, upstreams) = Toolbox::open_aggregating(&args.sources, upstream_options)?;
     toolbox.announce_sandbox();
-    // Connect to the aggregated servers now, so a broken one is reported at start-up.
-    let snapshot = toolbox.list(&ToolContext::new()).await;
-    for name in &args.tools {
-        if snapshot.get(name).is_none() {
-            tracing::warn!("--tools names {name:?}, which no tool set offers");
-            eprintln!("toolbelt: warning: --tools names {name:?}, which no tool set offers");
+    if args.sources.mcp_config.is_none() {
+        // Only the built-in tools: a name none of them has is a mistake worth saying. (An
+        // aggregated server's tools are not known until it connects.)
+        let snapshot = toolbox.list(&ToolContext::new()).await;
+        for name in &args.tools {
+            if snapshot.get(name).is_none() {
+                tracing::warn!("--tools names {name:?}, which no tool set offers");
+                eprintln!("toolbelt: warning: --tools names {name:?}, which no tool set offers");
+            }
         }
     }
     let executor = Executor::builder(toolbox.registry.clone())
@@ -141,7 +173,8 @@ pub async fn run(args: ServeArgs) -> Outcome {
         .build();
     let mut server = ToolServer::new(std::sync::Arc::new(executor))
         .with_info("toolbelt", env!("CARGO_PKG_VERSION"))
-        .with_heartbeat(Duration::from_secs_f64(args.heartbeat));
+        .with_heartbeat(Duration::from_secs_f64(args.heartbeat))
+        .with_upstreams(upstreams.clone());
     if let Some(filter) = tool_filter(&args.tools, &args.exclude_tools) {
         server = server.with_filter(filter);
     }
@@ -154,6 +187,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
         signal_token.cancel();
     });
     let watcher = server.watch_registry(WATCH_INTERVAL, shutdown.child_token());
+    upstreams.start(shutdown.child_token());
 
     let served = match http_addr {
         None => serve_stdio(server, shutdown.clone())

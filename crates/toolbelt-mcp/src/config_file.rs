@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use indexmap::IndexMap;
 use serde::Deserialize;
 
 use crate::config::{ConnectionConfig, DEFAULT_TIMEOUT, TransportConfig};
@@ -88,7 +89,8 @@ type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// A parsed `mcpServers` file.
 #[derive(Clone)]
 pub struct McpServersFile {
-    servers: BTreeMap<String, RawServer>,
+    /// In the file's order: it decides which server keeps a tool name on a clash.
+    servers: IndexMap<String, RawServer>,
     lookup: Lookup,
 }
 
@@ -103,7 +105,7 @@ impl std::fmt::Debug for McpServersFile {
 #[derive(Debug, Clone, Deserialize)]
 struct FileShape {
     #[serde(rename = "mcpServers")]
-    mcp_servers: BTreeMap<String, RawServer>,
+    mcp_servers: IndexMap<String, RawServer>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -184,7 +186,8 @@ impl McpServersFile {
         self.resolve(name, raw)
     }
 
-    /// Every server that is not disabled, with its configuration (or why it is unusable).
+    /// Every server that is not disabled, in the file's order, with its configuration (or why
+    /// it is unusable).
     pub fn servers(&self) -> Vec<(String, Result<ConnectionConfig, ConfigFileError>)> {
         self.servers
             .iter()

@@ -16,6 +16,8 @@ pub enum Step {
     ListTools,
     /// `tools/call`.
     CallTool,
+    /// Another request relayed to the server (resources, prompts, completions, logging).
+    Request,
     /// Re-establishing a lost session.
     Reconnect,
     /// Ending the session.
@@ -29,6 +31,7 @@ impl std::fmt::Display for Step {
             Step::Initialize => "initialize",
             Step::ListTools => "list tools",
             Step::CallTool => "call tool",
+            Step::Request => "request",
             Step::Reconnect => "reconnect",
             Step::Close => "close",
         })

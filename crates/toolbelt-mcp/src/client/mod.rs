@@ -9,6 +9,7 @@
 
 mod call;
 mod mapping;
+pub(crate) mod relay;
 mod session;
 pub(crate) mod tool;
 

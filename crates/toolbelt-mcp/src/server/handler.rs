@@ -7,9 +7,15 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData as RpcError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, ErrorCode, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod,
+    SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use serde_json::Value;
@@ -19,6 +25,8 @@ use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{Executor, ToolCall};
 
 use super::convert::{call_result, error_result, mcp_tool};
+use super::relay::{Peers, Relay};
+use super::upstream::Upstreams;
 use crate::client::tool::json_kind;
 
 /// How often a long call without reports of its own tells a watching client it is alive.
@@ -35,7 +43,9 @@ pub struct ToolServer {
     info: Implementation,
     instructions: Option<String>,
     heartbeat: Duration,
-    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    peers: Peers,
+    /// The aggregated servers' resources, prompts, completions and logging.
+    relay: Option<Arc<Relay>>,
 }
 
 impl std::fmt::Debug for ToolServer {
@@ -57,7 +67,18 @@ impl ToolServer {
             instructions: None,
             heartbeat: DEFAULT_HEARTBEAT,
             peers: Arc::default(),
+            relay: None,
         }
+    }
+
+    /// Relays the resources, prompts, completions and log messages of the aggregated
+    /// `upstreams` (whose tool sets are in the executor's registry), serves the status
+    /// resource `toolbelt://status`, and declares the `logging`, `resources` (with
+    /// subscriptions), `prompts` and `completions` capabilities. See [`Upstreams`] for the
+    /// background connection and the [module docs](super) for how names are kept apart.
+    pub fn with_upstreams(mut self, upstreams: Upstreams) -> Self {
+        self.relay = Some(Relay::new(upstreams, self.peers.clone()));
+        self
     }
 
     /// Shows (and allows calls to) only the tools `filter` allows.
@@ -122,7 +143,9 @@ impl ToolServer {
 
     /// Watches the registry and sends `notifications/tools/list_changed` to every client when
     /// the visible tools change (a tool registered or removed, an aggregated MCP server that
-    /// reported a new list), until `stop` is cancelled.
+    /// reported a new list or came up), until `stop` is cancelled. With
+    /// [`ToolServer::with_upstreams`], a server that comes up also gets the clients' log
+    /// level, and the clients hear that the resources and prompts changed.
     ///
     /// Every `every` it takes a registry snapshot (which re-lists tool sets added with
     /// [`ToolSetRefresh::OnRun`](toolbelt_exec::ToolSetRefresh::OnRun); an MCP tool set answers
@@ -138,10 +161,22 @@ impl ToolServer {
         tokio::spawn(async move {
             let ctx = ToolContext::new().with_cancellation(stop.child_token());
             let mut seen = fingerprint(&server.visible_declarations(&ctx).await);
+            let relay = server.relay.clone();
             loop {
+                let connected = async {
+                    match &relay {
+                        Some(relay) => relay.upstreams().next_connected().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(every) => {}
+                    _ = connected => {
+                        if let Some(relay) = &relay {
+                            relay.server_connected().await;
+                        }
+                    }
                 }
                 let now = fingerprint(&server.visible_declarations(&ctx).await);
                 if now != seen {
@@ -156,6 +191,13 @@ impl ToolServer {
     /// How many clients are connected (initialized and not yet found gone).
     pub fn connected_clients(&self) -> usize {
         self.lock_peers().len()
+    }
+
+    /// The relay, or "method not found" for `M` when the server aggregates nothing.
+    fn relay<M: rmcp::model::ConstString>(&self) -> Result<&Arc<Relay>, RpcError> {
+        self.relay
+            .as_ref()
+            .ok_or_else(RpcError::method_not_found::<M>)
     }
 
     fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<Peer<RoleServer>>> {
@@ -227,7 +269,11 @@ impl ToolServer {
     }
 }
 
-/// A digest of declarations, to tell whether the tool list changed.
+/// The context of a relayed request: cancelled when the client cancels it.
+fn request_context(context: &RequestContext<RoleServer>) -> ToolContext {
+    ToolContext::new().with_cancellation(context.ct.child_token())
+}
+
 /// The error for a request rmcp could not read as a request it knows.
 ///
 /// rmcp hands a request whose params do not fit its method (a `tools/call` without `name`,
@@ -280,6 +326,7 @@ fn params_problem<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> Str
     }
 }
 
+/// A digest of declarations, to tell whether the tool list changed.
 fn fingerprint(declarations: &[toolbelt_core::Declaration]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -390,10 +437,13 @@ impl ProgressForwarder {
 
 impl ServerHandler for ToolServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let capabilities = match &self.relay {
+            Some(_) => Relay::capabilities(),
+            None => ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        };
         let mut config = ServerConfig::new(capabilities);
         config.server_info = self.info.clone();
         config.instructions = self.instructions.clone();
@@ -429,6 +479,111 @@ impl ServerHandler for ToolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, RpcError> {
         Err(unreadable_request(&request.method, request.params.as_ref()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, RpcError> {
+        let relay = self.relay::<ListResourcesRequestMethod>()?;
+        let ctx = request_context(&context);
+        Ok(ListResourcesResult::with_all_items(
+            relay.list_resources(&ctx).await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, RpcError> {
+        let relay = self.relay::<ListResourceTemplatesRequestMethod>()?;
+        let ctx = request_context(&context);
+        Ok(ListResourceTemplatesResult::with_all_items(
+            relay.list_resource_templates(&ctx).await,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, RpcError> {
+        let relay = self.relay::<ReadResourceRequestMethod>()?;
+        let ctx = request_context(&context);
+        Ok(relay.read_resource(&ctx, &request.uri).await?.into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe: what clients of the versions in use send
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), RpcError> {
+        let relay = self.relay::<SubscribeRequestMethod>()?;
+        let ctx = request_context(&context);
+        relay
+            .subscribe(&ctx, context.peer.clone(), &request.uri)
+            .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), RpcError> {
+        let relay = self.relay::<UnsubscribeRequestMethod>()?;
+        let ctx = request_context(&context);
+        relay.unsubscribe(&ctx, &context.peer, &request.uri).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, RpcError> {
+        let relay = self.relay::<ListPromptsRequestMethod>()?;
+        let ctx = request_context(&context);
+        Ok(ListPromptsResult::with_all_items(
+            relay.list_prompts(&ctx).await,
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, RpcError> {
+        let relay = self.relay::<GetPromptRequestMethod>()?;
+        let ctx = request_context(&context);
+        Ok(relay
+            .get_prompt(&ctx, &request.name, request.arguments)
+            .await?
+            .into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, RpcError> {
+        let relay = self.relay::<CompleteRequestMethod>()?;
+        let ctx = request_context(&context);
+        relay.complete(&ctx, request).await
+    }
+
+    #[allow(deprecated)] // logging/setLevel: what clients of the versions in use send
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), RpcError> {
+        let relay = self.relay::<SetLevelRequestMethod>()?;
+        let ctx = request_context(&context);
+        relay.set_level(&ctx, request.level).await;
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

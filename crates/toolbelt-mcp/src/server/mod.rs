@@ -50,14 +50,17 @@ mod convert;
 mod handler;
 mod http;
 mod malformed;
+mod relay;
 mod sessions;
 mod stdio;
+mod upstream;
 
 pub use convert::{call_result, error_result, mcp_tool};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
 pub use http::{HttpServeOptions, HttpServer};
 pub use sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
 pub use stdio::serve_stdio;
+pub use upstream::{DEFAULT_CONNECT_TIMEOUT, UpstreamOptions, UpstreamStatus, Upstreams};
 
 /// The token that stops [`serve_stdio`], [`HttpServer::run`] and
 /// [`ToolServer::watch_registry`] (re-exported so callers need not depend on `tokio-util`).
