@@ -90,8 +90,10 @@ pub mod server;
 pub use auth::{AuthorizeMode, OAuthConfig};
 pub use broker::{BrokerError, McpBroker, McpBrokerBuilder};
 pub use client::{
-    HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, exposed_name,
-    map_annotations, map_call_result,
+    ElicitationField, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
+    FieldKind, HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, Root,
+    SamplingError, SamplingHandler, SamplingMessage, SamplingRequest, SamplingResponse,
+    SamplingRole, exposed_name, map_annotations, map_call_result,
 };
 pub use config::{ClientInfo, ConnectionConfig, DEFAULT_TIMEOUT, TransportConfig};
 pub use config_file::{ConfigFileError, McpServersFile};

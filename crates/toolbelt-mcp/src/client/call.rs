@@ -11,14 +11,19 @@ use rmcp::model::{
     ClientRequest, RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
+use toolbelt_core::ToolContext;
 
 use super::mapping::lenient_call_result;
+use super::progress::ProgressRoutes;
 
-/// Sends `tools/call` and waits for its result. Dropping the future before the answer
-/// sends `notifications/cancelled` for the request.
+/// Sends `tools/call` and waits for its result, handing the server's progress reports to
+/// `ctx` when it watches progress. Dropping the future before the answer sends
+/// `notifications/cancelled` for the request.
 pub(super) async fn call_tool(
     peer: Peer<RoleClient>,
     params: CallToolRequestParams,
+    ctx: &ToolContext,
+    progress: &std::sync::Arc<ProgressRoutes>,
 ) -> Result<CallToolResult, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = peer
@@ -28,8 +33,14 @@ pub(super) async fn call_tool(
         peer: Some(peer),
         id: handle.id.clone(),
     };
+    let route = progress.open(ctx, handle.progress_token.clone());
     let result = handle.await_response().await;
     guard.peer = None;
+    if route.is_some() {
+        // A report handled in the same instant as the result gets through (see progress.rs).
+        tokio::task::yield_now().await;
+    }
+    drop(route);
     match result? {
         ServerResult::CallToolResult(result) => Ok(result),
         // No content at all is an empty result.

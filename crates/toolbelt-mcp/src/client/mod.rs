@@ -6,10 +6,22 @@
 //! calls with a timeout that sends `notifications/cancelled` when it fires. With
 //! [`McpToolSetBuilder::session_reconnect`] a lost session is re-established, one reconnect
 //! at a time, and the call retried.
+//!
+//! What the set offers servers is chosen on the builder: an elicitation handler
+//! ([`McpToolSetBuilder::on_elicitation`]), a sampling handler
+//! ([`McpToolSetBuilder::on_sampling`]) and roots ([`McpToolSetBuilder::roots`]); each
+//! capability is declared only when set. A call whose context watches progress
+//! ([`ToolContext::with_progress`]) is sent with a progress token, and the server's progress
+//! notifications reach the context's sink.
 
 mod call;
+mod elicitation;
+mod handler;
 mod mapping;
+mod progress;
 pub(crate) mod relay;
+mod roots;
+mod sampling;
 mod session;
 pub(crate) mod tool;
 
@@ -23,14 +35,24 @@ use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, RequestMetaObje
 use serde_json::Value;
 use toolbelt_core::{DynTool, JsonObject, ToolContext, ToolError, ToolFilter, ToolOutput, ToolSet};
 
+pub use elicitation::{
+    ElicitationField, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
+    FieldKind,
+};
 pub use mapping::{exposed_name, map_annotations, map_call_result};
+pub use roots::Root;
+pub use sampling::{
+    SamplingError, SamplingHandler, SamplingMessage, SamplingRequest, SamplingResponse,
+    SamplingRole,
+};
 pub use tool::McpTool;
 
 use crate::config::{ConnectionConfig, TransportConfig};
 use crate::error::{FailureKind, McpError, Step};
 use crate::transport::delivery::Ticket;
 use crate::transport::{HEADERS_META_KEY, describe_transport_error};
-use session::{Handler, Session};
+use handler::{ClientFeatures, Handler};
+use session::Session;
 
 /// The most reconnect attempts [`McpToolSetBuilder::session_reconnect`] accepts.
 pub const MAX_SESSION_RECONNECT: u8 = 10;
@@ -52,6 +74,7 @@ pub struct McpToolSetBuilder {
     reconnect: u8,
     injector: Option<HeaderInjector>,
     relist_every_time: bool,
+    features: ClientFeatures,
 }
 
 impl McpToolSetBuilder {
@@ -111,6 +134,53 @@ impl McpToolSetBuilder {
         self
     }
 
+    /// Answers the server's requests for user input (`elicitation/create`) with `handler`,
+    /// and declares the `elicitation` capability (form mode; URL mode too with
+    /// [`url_elicitation`](Self::url_elicitation)). Without a handler the capability is not
+    /// declared and any request is declined.
+    ///
+    /// The handler runs while the tool call that caused it waits, so the call's timeout
+    /// includes the time the user takes.
+    pub fn on_elicitation<F>(mut self, handler: F) -> Self
+    where
+        F: Fn(ElicitationRequest) -> BoxFuture<'static, ElicitationResponse>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.features.elicitation = Some(Arc::new(handler));
+        self
+    }
+
+    /// Also declares URL-mode elicitation, so servers may send the user to a page
+    /// ([`ElicitationKind::Url`]); the handler must then show the URL. Off by default.
+    pub fn url_elicitation(mut self, enabled: bool) -> Self {
+        self.features.url_elicitation = enabled;
+        self
+    }
+
+    /// Answers the server's requests for a completion (`sampling/createMessage`) with
+    /// `handler`, and declares the `sampling` capability. Without a handler the capability
+    /// is not declared and a request gets `-32601`.
+    pub fn on_sampling<F>(mut self, handler: F) -> Self
+    where
+        F: Fn(SamplingRequest) -> BoxFuture<'static, Result<SamplingResponse, SamplingError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.features.sampling = Some(Arc::new(handler));
+        self
+    }
+
+    /// Offers `roots` to the server (`roots/list`, for example [`Root::directory`] of the
+    /// directory the user works in) and declares the `roots` capability with `listChanged`;
+    /// [`McpToolSet::set_roots`] replaces them later.
+    pub fn roots(mut self, roots: Vec<Root>) -> Self {
+        self.features.roots = Some(Arc::new(RwLock::new(roots)));
+        self
+    }
+
     /// Builds the set; nothing connects until [`McpToolSet::init`] or first use.
     pub fn build(self) -> Result<McpToolSet, McpError> {
         if self.reconnect > MAX_SESSION_RECONNECT {
@@ -135,6 +205,7 @@ impl McpToolSetBuilder {
                 reconnect: self.reconnect,
                 injector: if remote { self.injector } else { None },
                 relist_every_time: self.relist_every_time,
+                features: Arc::new(self.features),
                 session: RwLock::new(None),
                 connect_lock: tokio::sync::Mutex::new(()),
                 generation: AtomicU64::new(0),
@@ -181,6 +252,8 @@ pub(crate) struct Inner {
     reconnect: u8,
     injector: Option<HeaderInjector>,
     relist_every_time: bool,
+    /// Elicitation, sampling, roots and progress, shared by every session of the set.
+    features: Arc<ClientFeatures>,
     session: RwLock<Option<Arc<Session>>>,
     /// Held while connecting or reconnecting, so there is one at a time.
     connect_lock: tokio::sync::Mutex<()>,
@@ -210,6 +283,7 @@ impl McpToolSet {
             reconnect: 0,
             injector: None,
             relist_every_time: false,
+            features: ClientFeatures::default(),
         }
     }
 
@@ -244,6 +318,29 @@ impl McpToolSet {
         self.inner
             .call_tool(ctx, mcp_name, arguments, idempotent)
             .await
+    }
+
+    /// Replaces the roots offered to the server and, when a session is open, sends it
+    /// `notifications/roots/list_changed` so that it lists them again. Fails with
+    /// [`FailureKind::Configuration`] when the set was built without
+    /// [`McpToolSetBuilder::roots`] (the capability is fixed when the session starts).
+    pub async fn set_roots(&self, roots: Vec<Root>) -> Result<(), McpError> {
+        let Some(shared) = &self.inner.features.roots else {
+            return Err(McpError::new(
+                &self.inner.name,
+                Step::Connect,
+                FailureKind::Configuration,
+                "roots were not enabled on this tool set (McpToolSetBuilder::roots)",
+            ));
+        };
+        *shared.write().unwrap_or_else(|e| e.into_inner()) = roots;
+        if let Some(session) = self.inner.current_session()
+            && let Err(err) = session.peer().notify_roots_list_changed().await
+        {
+            // The next session lists the new roots anyway.
+            tracing::warn!(server = %self.inner.name, "could not send roots/list_changed: {err}");
+        }
+        Ok(())
     }
 
     /// The stdio server's process id, while a session is open.
@@ -337,7 +434,12 @@ impl Inner {
         }
         let headers = self.injected_headers(ctx, Step::Connect).await?;
         let generation = self.generation.fetch_add(1, Ordering::AcqRel);
-        let handler = Handler::new(&self.config, self.tools_changed.clone());
+        let handler = Handler::new(
+            &self.name,
+            &self.config,
+            self.tools_changed.clone(),
+            self.features.clone(),
+        );
         let session = tokio::select! {
             biased;
             _ = ctx.cancelled() => {
@@ -575,7 +677,7 @@ impl Inner {
         let peer = session.peer().clone();
         // Dropping the request future (on timeout or cancellation) sends
         // `notifications/cancelled` for it.
-        let call = call::call_tool(peer, params);
+        let call = call::call_tool(peer, params, ctx, &self.features.progress);
         let result = tokio::select! {
             biased;
             _ = ctx.cancelled() => {

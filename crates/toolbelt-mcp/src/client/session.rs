@@ -2,17 +2,16 @@
 //! (for stdio) the child process.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::{Peer, RoleClient, ServiceExt};
 use tokio::sync::Mutex;
 
+use super::handler::Handler;
 use crate::config::{ConnectionConfig, TransportConfig};
 use crate::error::{FailureKind, McpError, Step};
 use crate::transport::delivery::{DeliveryLog, Ticket};
@@ -23,35 +22,6 @@ use crate::transport::{describe_transport_error, header_map, parse_header};
 
 /// How long closing the protocol side may take before the transport is dropped anyway.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The rmcp client handler: says who we are and notes `notifications/tools/list_changed`.
-#[derive(Clone)]
-pub(crate) struct Handler {
-    info: ClientConfig,
-    tools_changed: Arc<AtomicBool>,
-}
-
-impl Handler {
-    pub fn new(config: &ConnectionConfig, tools_changed: Arc<AtomicBool>) -> Self {
-        let implementation =
-            Implementation::new(&config.client_info.name, &config.client_info.version);
-        Self {
-            info: ClientConfig::new(ClientCapabilities::default(), implementation),
-            tools_changed,
-        }
-    }
-}
-
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        self.info.clone()
-    }
-
-    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::debug!("server reported tools/list_changed");
-        self.tools_changed.store(true, Ordering::Release);
-    }
-}
 
 /// A live session.
 pub(crate) struct Session {

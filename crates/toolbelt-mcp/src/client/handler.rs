@@ -1,0 +1,337 @@
+//! The client side of the protocol: what the client tells a server it can do, and its
+//! answers to the server's requests and notifications (elicitation, sampling, roots,
+//! progress, `tools/list_changed`).
+//!
+//! Capabilities follow the handlers a set was built with: `elicitation` only with an
+//! elicitation handler, `sampling` only with a sampling handler, `roots` only with roots. A
+//! server that asks anyway gets `-32601` (method not found) for sampling, a decline for
+//! elicitation and an empty root list, as rmcp answers by default.
+
+// Sampling and roots are deprecated in rmcp's newest protocol (SEP-2577) but are what
+// servers on 2025-06-18 and 2025-11-25 use.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorCode,
+    ErrorData, FormElicitationCapability, Implementation, ListRootsResult,
+    ProgressNotificationParam, Role, RootsCapabilities, SamplingCapability, SamplingMessage,
+    UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::Value;
+
+use super::elicitation::{
+    ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
+};
+use super::progress::ProgressRoutes;
+use super::roots::{self, SharedRoots};
+use super::sampling::{self as sampling_types, SamplingHandler, SamplingRole};
+use crate::config::ConnectionConfig;
+
+/// The JSON-RPC code of a refused sampling request (the spec's example: "User rejected
+/// sampling request").
+const SAMPLING_DECLINED: ErrorCode = ErrorCode(-1);
+
+/// What a tool set offers servers, shared by all its sessions.
+#[derive(Default)]
+pub(crate) struct ClientFeatures {
+    pub elicitation: Option<ElicitationHandler>,
+    pub url_elicitation: bool,
+    pub sampling: Option<SamplingHandler>,
+    pub roots: Option<SharedRoots>,
+    pub progress: Arc<ProgressRoutes>,
+    /// Log messages, resource updates and list changes, for a relay (`relay.rs`).
+    pub upstream: Arc<super::relay::UpstreamEvents>,
+}
+
+impl ClientFeatures {
+    /// The capabilities to declare in `initialize`: only what a handler answers.
+    fn capabilities(&self) -> ClientCapabilities {
+        let mut capabilities = ClientCapabilities::default();
+        if self.elicitation.is_some() {
+            let mut elicitation =
+                ElicitationCapability::new().with_form(FormElicitationCapability::new());
+            if self.url_elicitation {
+                elicitation = elicitation.with_url(UrlElicitationCapability::new());
+            }
+            capabilities.elicitation = Some(elicitation);
+        }
+        if self.sampling.is_some() {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        if self.roots.is_some() {
+            let mut roots = RootsCapabilities::default();
+            roots.list_changed = Some(true);
+            capabilities.roots = Some(roots);
+        }
+        capabilities
+    }
+}
+
+/// The rmcp client handler of one session.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    server: String,
+    info: ClientConfig,
+    tools_changed: Arc<AtomicBool>,
+    features: Arc<ClientFeatures>,
+}
+
+impl Handler {
+    pub fn new(
+        server: &str,
+        config: &ConnectionConfig,
+        tools_changed: Arc<AtomicBool>,
+        features: Arc<ClientFeatures>,
+    ) -> Self {
+        let implementation =
+            Implementation::new(&config.client_info.name, &config.client_info.version);
+        Self {
+            server: server.to_string(),
+            info: ClientConfig::new(features.capabilities(), implementation),
+            tools_changed,
+            features,
+        }
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "server reported tools/list_changed");
+        self.tools_changed.store(true, Ordering::Release);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.features.progress.deliver(params);
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.features.upstream.logging_message(&self.server, params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.features
+            .upstream
+            .resource_updated(&self.server, params);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.features.upstream.resources_changed(&self.server);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.features.upstream.prompts_changed(&self.server);
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(handler) = &self.features.elicitation else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let request = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                let schema = match serde_json::to_value(requested_schema) {
+                    Ok(Value::Object(schema)) => schema,
+                    _ => {
+                        return Err(ErrorData::invalid_params(
+                            "the requested schema is not a JSON object",
+                            None,
+                        ));
+                    }
+                };
+                ElicitationRequest {
+                    server: self.server.clone(),
+                    message,
+                    kind: ElicitationKind::Form { schema },
+                }
+            }
+            ElicitRequestParams::UrlElicitationParams {
+                message,
+                url,
+                elicitation_id,
+                ..
+            } => {
+                if !self.features.url_elicitation {
+                    // Not declared: a server that asks anyway is told no.
+                    return Ok(ElicitResult::new(ElicitationAction::Decline));
+                }
+                ElicitationRequest {
+                    server: self.server.clone(),
+                    message,
+                    kind: ElicitationKind::Url {
+                        url,
+                        elicitation_id,
+                    },
+                }
+            }
+            _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
+        };
+        let is_url = matches!(request.kind, ElicitationKind::Url { .. });
+        Ok(match handler(request).await {
+            // A URL elicitation's data goes to the server's page, never in the answer.
+            ElicitationResponse::Accept(_) if is_url => {
+                ElicitResult::new(ElicitationAction::Accept)
+            }
+            ElicitationResponse::Accept(content) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
+            }
+            ElicitationResponse::Decline => ElicitResult::new(ElicitationAction::Decline),
+            ElicitationResponse::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let Some(handler) = &self.features.sampling else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "this client does not offer sampling",
+                None,
+            ));
+        };
+        let request = sampling_request(&self.server, params);
+        match handler(request).await {
+            Ok(response) => {
+                let mut result = CreateMessageResult::new(
+                    SamplingMessage::assistant_text(response.text),
+                    response.model,
+                );
+                result.stop_reason = response.stop_reason;
+                Ok(result)
+            }
+            Err(err) if err.is_declined() => {
+                Err(ErrorData::new(SAMPLING_DECLINED, err.message, None))
+            }
+            Err(err) => Err(ErrorData::internal_error(err.message, None)),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        match &self.features.roots {
+            Some(shared) => Ok(roots::list_result(shared)),
+            None => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "this client does not offer roots",
+                None,
+            )),
+        }
+    }
+}
+
+/// The request as the handler sees it: the conversation as text.
+fn sampling_request(
+    server: &str,
+    params: CreateMessageRequestParams,
+) -> sampling_types::SamplingRequest {
+    let messages = params
+        .messages
+        .into_iter()
+        .map(|message| sampling_types::SamplingMessage {
+            role: match message.role {
+                Role::User => SamplingRole::User,
+                Role::Assistant => SamplingRole::Assistant,
+            },
+            text: message
+                .content
+                .into_vec()
+                .iter()
+                .map(|block| block_text(&serde_json::to_value(block).unwrap_or(Value::Null)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
+        .collect();
+    let model_hints = params
+        .model_preferences
+        .and_then(|preferences| preferences.hints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|hint| hint.name)
+        .collect();
+    sampling_types::SamplingRequest {
+        server: server.to_string(),
+        messages,
+        system_prompt: params.system_prompt,
+        max_tokens: params.max_tokens,
+        temperature: params.temperature,
+        stop_sequences: params.stop_sequences.unwrap_or_default(),
+        model_hints,
+    }
+}
+
+/// A content block's text, or a bracketed note naming what was left out.
+fn block_text(block: &Value) -> String {
+    let field = |key: &str| block.get(key).and_then(Value::as_str);
+    match field("type") {
+        Some("text") => field("text").unwrap_or_default().to_string(),
+        Some(kind) => match field("mimeType") {
+            Some(mime) => format!("[{mime} omitted]"),
+            None => format!("[{kind} omitted]"),
+        },
+        None => "[content omitted]".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_declared_only_for_what_a_handler_answers() {
+        let none = ClientFeatures::default().capabilities();
+        assert!(none.elicitation.is_none() && none.sampling.is_none() && none.roots.is_none());
+        let features = ClientFeatures {
+            elicitation: Some(Arc::new(|_| {
+                Box::pin(async { ElicitationResponse::Decline })
+            })),
+            roots: Some(SharedRoots::default()),
+            ..ClientFeatures::default()
+        };
+        let declared = serde_json::to_value(features.capabilities()).unwrap();
+        assert_eq!(
+            declared,
+            serde_json::json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        );
+    }
+
+    #[test]
+    fn blocks_that_are_not_text_become_a_note() {
+        let image = serde_json::json!({"type": "image", "data": "AAAA", "mimeType": "image/png"});
+        assert_eq!(block_text(&image), "[image/png omitted]");
+        let text = serde_json::json!({"type": "text", "text": "hi"});
+        assert_eq!(block_text(&text), "hi");
+    }
+}
