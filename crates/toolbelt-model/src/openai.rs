@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+use tokio::time::Instant;
 use toolbelt_core::RetryPolicy;
 
 use crate::assemble::MessageAssembler;
@@ -557,6 +558,8 @@ fn sse_responses(
         name: String,
         finish_reason: Option<FinishReason>,
         usage: Option<Usage>,
+        /// When a complete answer (a `finish_reason` arrived) counts as finished.
+        complete_by: Option<Instant>,
     }
 
     impl State {
@@ -589,13 +592,14 @@ fn sse_responses(
                 // Once the answer is complete, only a short wait for the usage chunk and
                 // `[DONE]`: a server that holds the connection open must not cost the
                 // whole idle timeout, nor lose the answer.
-                let complete = self.finish_reason.is_some();
-                let wait = if complete {
-                    FINISH_GRACE.min(idle)
-                } else {
-                    idle
-                };
-                let event = match tokio::time::timeout(wait, self.events.next()).await {
+                // The grace is counted from the first sign of completion, not renewed by
+                // each later event, so keep-alives cannot hold a finished answer back.
+                if self.finish_reason.is_some() && self.complete_by.is_none() {
+                    self.complete_by = Some(Instant::now() + FINISH_GRACE.min(idle));
+                }
+                let complete = self.complete_by.is_some();
+                let deadline = self.complete_by.unwrap_or_else(|| Instant::now() + idle);
+                let event = match tokio::time::timeout_at(deadline, self.events.next()).await {
                     Err(_) if complete => return self.finish(),
                     Err(_) => return self.fail(self.model.idle_timeout()),
                     // A stream that ends without `[DONE]` (some llama.cpp builds) is complete.
@@ -657,6 +661,7 @@ fn sse_responses(
         id: String::new(),
         finish_reason: None,
         usage: None,
+        complete_by: None,
     };
     futures::stream::unfold(state, |mut state| async move {
         let item = state.next().await?;

@@ -74,8 +74,9 @@ pub enum Reply {
         content: String,
     },
     /// Streams a complete text answer (its `finish_reason` and usage chunk) and then holds
-    /// the connection open without `[DONE]` for an hour, as some proxies do. Answered
-    /// whole when the request does not stream.
+    /// the connection open without `[DONE]`, sending a keep-alive chunk with empty
+    /// `choices` every 200 ms, as some proxies do. Answered whole when the request does not
+    /// stream.
     HeldOpen {
         /// The text.
         content: String,
@@ -436,7 +437,19 @@ fn answer(
     let mut events = chunks(model, content, tool_calls, finish);
     if ending == Ending::HeldOpen {
         events.pop();
-        return sse(events, Some(Duration::from_secs(3600)));
+        let keep_alive = json!({"object": "chat.completion.chunk", "model": model,
+                                "choices": []})
+        .to_string();
+        let body = futures::stream::iter(events)
+            .chain(futures::stream::unfold(
+                keep_alive,
+                |keep_alive| async move {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Some((keep_alive.clone(), keep_alive))
+                },
+            ))
+            .map(|data| Ok::<_, Infallible>(format!("data: {data}\n\n")));
+        return event_stream(Body::from_stream(body));
     }
     sse(events, None)
 }
@@ -563,9 +576,13 @@ fn sse(events: Vec<String>, pause: Option<Duration>) -> HttpResponse {
             }
             Ok(String::new())
         }));
+    event_stream(Body::from_stream(body))
+}
+
+fn event_stream(body: Body) -> HttpResponse {
     HttpResponse::builder()
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
-        .body(Body::from_stream(body))
+        .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

@@ -447,8 +447,9 @@ async fn a_complete_answer_on_a_held_connection_finishes_without_done() {
     }])
     .await
     .unwrap();
-    // The idle timeout is far beyond the bound below: finishing shows the answer was taken
-    // as complete, not that the stream timed out.
+    // The server sends a keep-alive chunk every 200 ms after the answer, and the idle
+    // timeout is far beyond the bound below: finishing shows the answer was taken as
+    // complete, not that the stream timed out or waited for the keep-alives to stop.
     let config = OpenAiConfig::new(server.base_url(), "m")
         .with_retry(RetryPolicy::none())
         .with_idle_timeout(Duration::from_secs(600));
