@@ -38,6 +38,9 @@ pub enum McpCommand {
     /// on success, 1 when the tool reports a failure, 2 for an unknown tool, invalid
     /// arguments or a server that cannot be reached.
     Call(CallArgs),
+    /// Authorize with an HTTP server that uses OAuth and keep its tokens for later commands
+    /// (the browser opens; --no-browser follows the redirects without one).
+    Login(crate::mcp_login::LoginArgs),
 }
 
 /// Which server to talk to: exactly one of `--stdio`, `--sse`, `--http` or `--config`.
@@ -72,6 +75,8 @@ pub struct ServerArgs {
     /// The time limit in seconds for connecting, initializing and listing.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     connect_timeout: u64,
+    #[command(flatten)]
+    oauth: crate::mcp_login::OAuthArgs,
 }
 
 /// Flags of `toolbelt mcp tools`.
@@ -109,6 +114,7 @@ pub async fn run(command: McpCommand) -> Outcome {
     match command {
         McpCommand::Tools(args) => tools(args).await,
         McpCommand::Call(args) => call(args).await,
+        McpCommand::Login(args) => crate::mcp_login::run(args).await,
     }
 }
 
@@ -180,6 +186,7 @@ fn connection(args: &ServerArgs) -> Result<(String, ConnectionConfig), CliError>
         }
         config = config.with_header(key, value.trim());
     }
+    args.oauth.apply(&mut config)?;
     Ok((name, config))
 }
 
@@ -274,6 +281,7 @@ mod tests {
             server: None,
             headers: Vec::new(),
             connect_timeout: 30,
+            oauth: Default::default(),
         }
     }
 
