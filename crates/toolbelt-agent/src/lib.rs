@@ -95,7 +95,6 @@ mod invocation;
 mod llm_agent;
 mod runner;
 pub mod session;
-mod toolsets;
 
 pub use agent::{Agent, DynAgent, find_agent};
 pub use error::AgentError;

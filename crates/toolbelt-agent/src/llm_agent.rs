@@ -5,20 +5,20 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolFilter};
+use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{
-    BatchItem, BatchOptions, CallResult, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
-    ToolSnapshot, repair_arguments,
+    BatchEvent, BatchItem, BatchOptions, CallResult, ExecutionMode, Executor, ExecutorBuilder,
+    Registry, Retry, ToolSetOptions, ToolSetRefresh, ToolSnapshot, repair_arguments,
 };
 use toolbelt_model::{
     DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall,
 };
 
 use crate::framework::{
-    AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, TransferTool, is_framework_tool,
+    AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, FRAMEWORK_TOOLS, TransferTool,
+    is_framework_tool,
 };
 use crate::history::{conversation, record_tool_calls};
-use crate::toolsets::ToolSets;
 use crate::{Agent, AgentError, DynAgent, ErrorKind, EventKind, Invocation, ToolResult};
 
 /// The default limit of consecutive model turns that call tools.
@@ -29,16 +29,19 @@ pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 20;
 /// the model answers without calling tools (or the iteration limit is reached).
 ///
 /// Tools run through a [`toolbelt_exec::Executor`]: name resolution with suggestions,
-/// validation, hooks, middleware and batch scheduling (serial, or parallel with results in
-/// call order) all come from there.
+/// validation, JSON repair, hooks, middleware, retries, streaming and batch scheduling all
+/// come from there. The agent's own tools, tool sets and framework tools live in a
+/// [`Registry::layered`] over the executor's registry ("agent tools over shared tools"), so
+/// listing, renaming on clash and listing errors have one owner; the agent's per-run
+/// settings travel in [`BatchOptions`] and fall back to the executor's config.
 pub struct LlmAgent {
     name: String,
     description: String,
     instruction: String,
     model: DynModel,
     executor: Executor,
-    tool_sets: ToolSets,
-    framework_tools: Vec<DynTool>,
+    /// The agent's layer: its tools, sets and framework tools over the executor's registry.
+    registry: Arc<Registry>,
     sub_agents: Vec<DynAgent>,
     config: GenerationConfig,
     mode: Option<ExecutionMode>,
@@ -239,6 +242,8 @@ impl LlmAgentBuilder {
                 builder.build()
             }
         };
+        let registry = Arc::new(Registry::layered(executor.registry().clone()));
+        let config_error = |e: toolbelt_exec::RegistryError| AgentError::Config(e.to_string());
         for tool in self.tools {
             if is_framework_tool(tool.name()) {
                 return Err(AgentError::Config(format!(
@@ -246,23 +251,27 @@ impl LlmAgentBuilder {
                     tool.name()
                 )));
             }
-            executor
-                .registry()
-                .register_arc(tool)
-                .map_err(|e| AgentError::Config(e.to_string()))?;
+            registry.register_arc(tool).map_err(config_error)?;
         }
-        let config_error = |e: toolbelt_core::ToolError| AgentError::Config(e.to_string());
-        let mut framework_tools: Vec<DynTool> = Vec::new();
+        let set_options = tool_set_options(self.refresh_tool_sets_on_run);
+        for set in self.tool_sets {
+            registry
+                .add_tool_set(set, set_options)
+                .map_err(config_error)?;
+        }
+        let tool_error = |e: ToolError| AgentError::Config(e.to_string());
         if !self.sub_agents.is_empty() {
             let targets: Vec<(String, String)> = self
                 .sub_agents
                 .iter()
                 .map(|a| (a.name().to_string(), a.description().to_string()))
                 .collect();
-            framework_tools.push(Arc::new(TransferTool::new(&targets).map_err(config_error)?));
+            let transfer = TransferTool::new(&targets).map_err(tool_error)?;
+            registry.register(transfer).map_err(config_error)?;
         }
         if self.await_user_reply {
-            framework_tools.push(Arc::new(AwaitUserReplyTool::new().map_err(config_error)?));
+            let await_reply = AwaitUserReplyTool::new().map_err(tool_error)?;
+            registry.register(await_reply).map_err(config_error)?;
         }
         Ok(LlmAgent {
             name: self.name,
@@ -270,8 +279,7 @@ impl LlmAgentBuilder {
             instruction: self.instruction,
             model,
             executor,
-            tool_sets: ToolSets::new(self.tool_sets),
-            framework_tools,
+            registry,
             sub_agents: self.sub_agents,
             config: self.config,
             mode: self.mode,
@@ -281,6 +289,15 @@ impl LlmAgentBuilder {
             repair_json: self.repair_json,
         })
     }
+}
+
+/// How the agent adds its tool sets to its registry.
+fn tool_set_options(refresh_on_run: bool) -> ToolSetOptions {
+    ToolSetOptions::new().refresh(if refresh_on_run {
+        ToolSetRefresh::OnRun
+    } else {
+        ToolSetRefresh::Cached
+    })
 }
 
 /// The tool calls of one model response.
@@ -328,49 +345,101 @@ impl LlmAgent {
         &self.executor
     }
 
-    /// Adds a tool set, or replaces the set of the same name, for runs that start from now
-    /// on. The replaced set is not closed.
+    /// The agent's registry: its own tools, tool sets and framework tools, layered over the
+    /// executor's registry. Tools registered here are offered from the next run on.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Adds a tool set, or replaces the set of the same name (which keeps its place in the
+    /// naming order), for runs that start from now on. The replaced set is not closed.
     pub fn add_tool_set(&self, set: DynToolSet) {
-        self.tool_sets.add(set);
+        self.registry
+            .replace_tool_set(set, tool_set_options(self.refresh_tool_sets_on_run));
     }
 
-    /// Removes the tool sets named `name` (not closing them); whether any was there.
+    /// Removes the tool set named `name` (not closing it); whether it was there.
     pub fn remove_tool_set(&self, name: &str) -> bool {
-        self.tool_sets.remove(name)
+        self.registry.remove_tool_set(name).is_some()
     }
 
-    /// Replaces all tool sets at once (not closing the old ones).
-    pub fn set_tool_sets(&self, sets: Vec<DynToolSet>) {
-        self.tool_sets.set(sets);
+    /// The names of the agent's tool sets, in the order they were added.
+    pub fn tool_set_names(&self) -> Vec<String> {
+        self.registry.tool_set_names()
     }
 
-    /// The current tool sets.
-    pub fn tool_sets(&self) -> Vec<DynToolSet> {
-        self.tool_sets.current().to_vec()
+    /// The tools the agent offers the model, outside any run: its own, its sets' (listed as
+    /// the registry's listing rules say) and the executor's, narrowed by the agent's filter,
+    /// plus the framework tools. Sets that failed to list are in
+    /// [`ToolSnapshot::errors`].
+    pub async fn tools(&self) -> ToolSnapshot {
+        let ctx = ToolContext::new();
+        self.snapshot(&ctx, None).await
     }
 
-    /// The tools this agent offers in `inv`: its own and its sets' (narrowed by the agent's
-    /// and the run's filters), then the framework tools, which no filter removes.
+    /// Calls one of [`LlmAgent::tools`] outside a run, through the same executor pipeline as
+    /// the model's calls (validation, repair, hooks, middleware, retries). Framework tools
+    /// answer that they only work inside a run.
+    pub async fn invoke_tool(&self, name: &str, arguments: &str) -> CallResult {
+        let ctx = ToolContext::new();
+        let tools = self.snapshot(&ctx, None).await;
+        let call = toolbelt_exec::ToolCall::new(crate::id::new_id(), name, arguments);
+        let options = self.batch_options(None).snapshot(tools);
+        let mut items = self
+            .executor
+            .execute_batch(&ctx, std::slice::from_ref(&call), &options)
+            .await;
+        match items.pop() {
+            Some(BatchItem::Done(result)) => result,
+            // Without an execution filter nothing is handed back; kept total all the same.
+            _ => CallResult {
+                call_id: call.id,
+                tool_name: call.name,
+                result: Err(ToolError::failed("the call was not executed")),
+                repaired_arguments: None,
+                artifact: None,
+                duration: std::time::Duration::ZERO,
+            },
+        }
+    }
+
+    /// The tools this agent offers in `inv`: its own, its sets' and the executor's,
+    /// narrowed by the agent's filter and the run's, plus the framework tools, which no
+    /// filter removes. Sets that failed to list are in [`ToolSnapshot::errors`] (a run
+    /// reports them as warnings).
     pub async fn visible_tools(&self, inv: &Invocation) -> ToolSnapshot {
         let ctx = self.tool_context(inv);
-        let own = self.executor.registry().snapshot(&ctx).await;
-        let (set_tools, _errors) = self
-            .tool_sets
-            .tools(&ctx, self.refresh_tool_sets_on_run)
-            .await;
-        let user_tools = own.tools().cloned().chain(set_tools);
-        let mut user = ToolSnapshot::from_tools(user_tools);
-        if let Some(filter) = &self.tool_filter {
-            user = user.filtered(&ctx, filter);
+        self.snapshot(&ctx, inv.options().tool_filter.as_ref())
+            .await
+    }
+
+    async fn snapshot(&self, ctx: &ToolContext, run_filter: Option<&ToolFilter>) -> ToolSnapshot {
+        let mut tools = self.registry.snapshot(ctx).await;
+        for filter in [self.tool_filter.as_ref(), run_filter]
+            .into_iter()
+            .flatten()
+        {
+            let keep_framework = ToolFilter::include_names(FRAMEWORK_TOOLS.iter().copied());
+            tools = tools.filtered(ctx, &keep_framework.or(filter.clone()));
         }
-        if let Some(filter) = &inv.options().tool_filter {
-            user = user.filtered(&ctx, filter);
+        tools
+    }
+
+    /// The batch options of the agent (and of the run `inv`, if any): only what they set,
+    /// so everything else is the executor's configuration.
+    fn batch_options(&self, inv: Option<&Invocation>) -> BatchOptions {
+        let mut options = BatchOptions::new();
+        if let Some(mode) = self.mode {
+            options = options.mode(mode);
         }
-        let user_tools = user
-            .tools()
-            .filter(|t| !is_framework_tool(t.name()))
-            .cloned();
-        ToolSnapshot::from_tools(self.framework_tools.iter().cloned().chain(user_tools))
+        let run = inv.map(Invocation::options);
+        if let Some(repair) = run.and_then(|o| o.repair_json).or(self.repair_json) {
+            options = options.repair_json(repair);
+        }
+        if let Some(filter) = run.and_then(|o| o.execution_filter.as_ref()) {
+            options = options.filter(filter.clone());
+        }
+        options
     }
 
     fn tool_context(&self, inv: &Invocation) -> ToolContext {
@@ -508,40 +577,68 @@ impl LlmAgent {
             .iter()
             .map(|call| toolbelt_exec::ToolCall::new(&call.id, call.name(), call.arguments()))
             .collect();
-        let mut options = BatchOptions::new().snapshot(tools.clone());
-        if let Some(mode) = self.mode {
-            options = options.mode(mode);
-        }
-        if let Some(repair) = inv.options().repair_json.or(self.repair_json) {
-            options = options.repair_json(repair);
-        }
-        if let Some(filter) = &inv.options().execution_filter {
-            options = options.filter(filter.clone());
-        }
+        let options = self.batch_options(Some(inv)).snapshot(tools.clone());
         let ctx = self.tool_context(inv);
-        let items = self.executor.execute_batch(&ctx, &batch, &options).await;
+        let mut events = self.executor.execute_batch_stream(&ctx, &batch, &options);
+        let mut pending: Vec<Option<ToolCall>> = vec![None; batch.len()];
+        while let Some(event) = events.next().await {
+            if inv.is_cancelled() {
+                // Keep polling: the calls see their cancellation and end on their own terms
+                // (a shell command's process group is killed) instead of being dropped.
+                continue;
+            }
+            let name = |index: usize| {
+                batch
+                    .get(index)
+                    .map_or_else(String::new, |c| c.name.clone())
+            };
+            let kind = match event {
+                BatchEvent::Chunk {
+                    index,
+                    call_id,
+                    chunk,
+                } => EventKind::ToolChunk {
+                    call_id,
+                    name: name(index),
+                    chunk,
+                },
+                BatchEvent::Progress {
+                    index,
+                    call_id,
+                    update,
+                } => EventKind::ToolProgress {
+                    call_id,
+                    name: name(index),
+                    update,
+                },
+                BatchEvent::Done {
+                    item: BatchItem::Done(result),
+                    ..
+                } => EventKind::ToolResult {
+                    result: tool_result(result),
+                },
+                BatchEvent::Done {
+                    index,
+                    item: BatchItem::Pending(call),
+                } => {
+                    let handed_back = recorded
+                        .get(index)
+                        .cloned()
+                        .unwrap_or_else(|| ToolCall::new(call.id, call.name, call.arguments));
+                    if let Some(slot) = pending.get_mut(index) {
+                        *slot = Some(handed_back);
+                    }
+                    continue;
+                }
+            };
+            inv.emit(inv.new_event(kind)).await?;
+        }
+        drop(events);
         if inv.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
 
-        let mut pending = Vec::new();
-        for item in items {
-            match item {
-                BatchItem::Done(result) => {
-                    let result = tool_result(result);
-                    inv.emit(inv.new_event(EventKind::ToolResult { result }))
-                        .await?;
-                }
-                BatchItem::Pending(call) => {
-                    let recorded = recorded.iter().find(|c| c.id == call.id);
-                    pending.push(
-                        recorded
-                            .cloned()
-                            .unwrap_or_else(|| ToolCall::new(call.id, call.name, call.arguments)),
-                    );
-                }
-            }
-        }
+        let pending: Vec<ToolCall> = pending.into_iter().flatten().collect();
         let handed_back = !pending.is_empty();
         if handed_back {
             inv.emit(inv.new_event(EventKind::PendingToolCalls { calls: pending }))
@@ -618,6 +715,11 @@ impl Agent for LlmAgent {
 
     async fn run(&self, inv: Invocation) -> Result<(), AgentError> {
         let tools = self.visible_tools(&inv).await;
+        for (set, error) in tools.errors() {
+            let message = format!("tool set {set}: {error}");
+            inv.emit(inv.new_event(EventKind::Warning { message }))
+                .await?;
+        }
         let mut tool_turns = 0;
         loop {
             let request = self.request(&inv, &tools).await?;

@@ -106,7 +106,8 @@ struct Concurrency {
 }
 
 #[tokio::test]
-async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
+async fn three_parallel_calls_run_concurrently_results_arrive_as_they_end_and_the_model_gets_call_order()
+ {
     for stream in MODES {
         let server = ScriptedServer::start([
             Reply::tool_calls([
@@ -183,7 +184,11 @@ async fn three_parallel_calls_run_concurrently_and_results_keep_call_order() {
         );
         let results = &results(&events);
         let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
-        assert_eq!(ids, ["c1", "c2", "c3"]);
+        assert_eq!(
+            ids,
+            ["c3", "c2", "c1"],
+            "each result is shown as its call ends"
+        );
         let sent = tool_messages(&server.requests()[1]);
         let expected: Vec<(String, String)> = (1..=3)
             .map(|n| (format!("c{n}"), format!("result {n}")))
@@ -668,9 +673,10 @@ async fn tool_sets_added_and_removed_between_runs_are_never_closed_by_the_agent(
     run(&runner, "s", "3", RunOptions::new()).await;
     assert_eq!(offered(2), ["fetch"]);
 
-    agent.set_tool_sets(vec![files.clone()]);
+    agent.add_tool_set(files.clone());
     run(&runner, "s", "4", RunOptions::new()).await;
-    assert_eq!(offered(3), ["read", "write"]);
+    assert_eq!(offered(3), ["fetch", "read", "write"]);
+    assert_eq!(agent.tool_set_names(), ["web", "files"]);
 
     assert_eq!(files.closed.load(Ordering::SeqCst), 0);
     assert_eq!(web.closed.load(Ordering::SeqCst), 0);
@@ -731,7 +737,7 @@ async fn changing_tool_sets_during_runs_is_safe() {
         no_errors(&r.await.unwrap());
     }
     changer.await.unwrap();
-    assert!(agent.tool_sets().len() <= 3);
+    assert!(agent.tool_set_names().len() <= 3);
 }
 
 #[tokio::test]
