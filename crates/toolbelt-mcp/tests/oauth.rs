@@ -16,7 +16,11 @@ use toolbelt_mcp::auth::login;
 use toolbelt_mcp::{AuthorizeMode, ConnectionConfig, McpToolSet, OAuthConfig, TransportConfig};
 
 fn config(world: &OAuthWorld, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
-    ConnectionConfig::new(TransportConfig::streamable_http(&world.mcp_url))
+    config_for(&world.mcp_url, tokens, mode)
+}
+
+fn config_for(url: &str, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
+    ConnectionConfig::new(TransportConfig::streamable_http(url))
         .with_timeout(Duration::from_secs(30))
         .with_oauth(OAuthConfig {
             authorize: mode,
@@ -91,8 +95,24 @@ async fn a_401_leads_through_discovery_registration_and_pkce_to_a_successful_cal
     assert!(log.bearers.iter().any(|b| b.starts_with("access-")));
 }
 
+/// Set in the second process of the token-reuse test: the MCP server's URL, and the token
+/// directory.
+const CHILD_URL: &str = "TOOLBELT_OAUTH_TEST_CHILD_URL";
+const CHILD_DIR: &str = "TOOLBELT_OAUTH_TEST_CHILD_DIR";
+
 #[tokio::test(flavor = "multi_thread")]
-async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_connection_without_a_login() {
+async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_a_login() {
+    if let (Ok(url), Ok(dir)) = (std::env::var(CHILD_URL), std::env::var(CHILD_DIR)) {
+        // The second process: nothing but the token file is shared with the first, and it
+        // has no way to authorize.
+        let answer = call(
+            config_for(&url, Path::new(&dir), AuthorizeMode::Never),
+            "echo",
+            "again",
+        );
+        println!("child answered: {}", answer.await.unwrap());
+        return;
+    }
     let world = OAuthWorld::start(Twist::None).await;
     let temp = tempfile::tempdir().unwrap();
     let tokens = temp.path().join("state/oauth");
@@ -118,19 +138,40 @@ async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_connection_witho
         0o700,
         "a token directory it creates is private"
     );
+    let stored = std::fs::read_to_string(&outcome.token_file).unwrap();
+    assert!(
+        stored.contains("access-"),
+        "the file holds the access token"
+    );
 
-    // A new connection, with nothing shared in memory and no way to authorize, succeeds
-    // with the stored token.
-    let answer = call(
-        config(&world, &tokens, AuthorizeMode::Never),
-        "echo",
-        "again",
-    )
-    .await;
-    assert_eq!(answer.unwrap(), "again");
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_a_login",
+            "--nocapture",
+        ])
+        .env(CHILD_URL, &world.mcp_url)
+        .env(CHILD_DIR, &tokens)
+        .output();
+    let child = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("the second process finishes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && stdout.contains("child answered: again"),
+        "second process: {}\n{stdout}\n{}",
+        child.status,
+        String::from_utf8_lossy(&child.stderr)
+    );
     let log = world.log();
     assert_eq!(log.count("authorize"), 1, "{:?}", log.events);
     assert_eq!(log.count("register"), 1, "{:?}", log.events);
+    assert!(
+        log.count("mcp") >= 3,
+        "the second process was served: {:?}",
+        log.events
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -264,4 +305,64 @@ async fn metadata_naming_another_issuer_is_refused_before_any_token_request() {
     let log = world.log();
     assert_eq!(log.count("register"), 0, "{:?}", log.events);
     assert_eq!(log.count("authorize"), 0, "{:?}", log.events);
+}
+
+/// A log sink for [`tokens_never_reach_the_logs`].
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn tokens_never_reach_the_logs() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || sink.clone())
+        .finish();
+    // One thread, so every task's events reach this subscriber.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let log = tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(async {
+            let world = OAuthWorld::start(Twist::None).await;
+            let tokens = tempfile::tempdir().unwrap();
+            let config = config(&world, tokens.path(), AuthorizeMode::Follow);
+            assert_eq!(call(config.clone(), "echo", "a").await.unwrap(), "a");
+            world.expire_access_tokens();
+            assert_eq!(call(config, "echo", "b").await.unwrap(), "b");
+            world.log()
+        })
+    });
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("toolbelt_mcp") || logs.contains("rmcp"),
+        "logs were captured"
+    );
+    assert_eq!(log.count("token:refresh_token"), 1, "{:?}", log.events);
+    let mut secrets: Vec<String> = log.bearers.clone();
+    secrets.extend(
+        log.token_requests
+            .iter()
+            .filter_map(|form| form.get("refresh_token").cloned()),
+    );
+    assert!(secrets.len() >= 2, "{secrets:?}");
+    for secret in secrets {
+        // "access-3" must not match inside "access-31": compare whole words.
+        let leaked = logs
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .any(|word| word == secret);
+        assert!(!leaked, "{secret} is in the logs");
+    }
 }
