@@ -49,6 +49,9 @@ const FINISH_GRACE: Duration = Duration::from_secs(1);
 const TIMED_OUT_ATTEMPTS: usize = 2;
 /// The largest non-streamed completion body read.
 const MAX_BODY: usize = 32 << 20;
+/// The most bytes of an event stream read: it bounds the memory a server that streams
+/// without end (or sends one endless event) can take, far above a real answer's size.
+const MAX_STREAM: usize = 256 << 20;
 /// How much of an unexpected or error body is read for its message.
 const MAX_SNIPPET_BODY: usize = 16 << 10;
 
@@ -541,16 +544,50 @@ impl Model for OpenAiModel {
     }
 }
 
+/// Why an event stream's body stopped.
+#[derive(Debug)]
+enum StreamBodyError {
+    Transport(reqwest::Error),
+    TooLarge,
+}
+
+impl std::fmt::Display for StreamBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamBodyError::Transport(error) => error.fmt(f),
+            StreamBodyError::TooLarge => write!(
+                f,
+                "the event stream is longer than {} MiB",
+                MAX_STREAM >> 20
+            ),
+        }
+    }
+}
+
+/// The body's bytes, cut off with an error past `max` ([`MAX_STREAM`]).
+fn limited(body: Body, max: usize) -> impl Stream<Item = Result<Bytes, StreamBodyError>> + Send {
+    body.scan(0usize, move |seen, item| {
+        let item = item.map_err(StreamBodyError::Transport).and_then(|bytes| {
+            *seen += bytes.len();
+            if *seen > max {
+                Err(StreamBodyError::TooLarge)
+            } else {
+                Ok(bytes)
+            }
+        });
+        std::future::ready(Some(item))
+    })
+}
+
 /// Turns an SSE body into partial responses and one final response.
 fn sse_responses(
     body: Body,
     model: OpenAiModel,
 ) -> impl Stream<Item = Result<Response, ModelError>> + Send {
+    type Event =
+        Result<eventsource_stream::Event, eventsource_stream::EventStreamError<StreamBodyError>>;
     struct State {
-        events: BoxStream<
-            'static,
-            Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>,
-        >,
+        events: BoxStream<'static, Event>,
         model: OpenAiModel,
         assembler: Option<MessageAssembler>,
         next_index: usize,
@@ -605,7 +642,10 @@ fn sse_responses(
                     // A stream that ends without `[DONE]` (some llama.cpp builds) is complete.
                     Ok(None) => return self.finish(),
                     Ok(Some(Err(eventsource_stream::EventStreamError::Transport(e)))) => {
-                        let error = self.model.transport_error(&e);
+                        let error = match e {
+                            StreamBodyError::Transport(e) => self.model.transport_error(&e),
+                            too_large => ModelError::Decode(too_large.to_string()),
+                        };
                         return self.fail(error);
                     }
                     Ok(Some(Err(e))) => return self.fail(ModelError::Decode(e.to_string())),
@@ -653,7 +693,7 @@ fn sse_responses(
     }
 
     let state = State {
-        events: body.eventsource().boxed(),
+        events: limited(body, MAX_STREAM).eventsource().boxed(),
         name: model.config.model.clone(),
         model,
         assembler: Some(MessageAssembler::new()),
@@ -688,6 +728,19 @@ mod tests {
         let attempt = config.request_timeout.max(config.connect_timeout);
         let worst = attempt * TIMED_OUT_ATTEMPTS as u32 + longest_waits;
         assert!(worst < Duration::from_secs(60), "{worst:?}");
+    }
+
+    #[tokio::test]
+    async fn an_endless_event_stream_is_cut_off_with_an_error() {
+        let endless: Body =
+            futures::stream::repeat_with(|| Ok(Bytes::from_static(b"xxxxxxxx"))).boxed();
+        let mut events = limited(endless, 1000).eventsource();
+        match events.next().await {
+            Some(Err(eventsource_stream::EventStreamError::Transport(error))) => {
+                assert!(matches!(error, StreamBodyError::TooLarge), "{error}");
+            }
+            other => panic!("expected the size error, got {other:?}"),
+        }
     }
 
     #[test]
