@@ -31,15 +31,12 @@ const CLIENT_SECRET_VAR: &str = "TOOLBELT_OAUTH_CLIENT_SECRET";
 #[command(group(
     ArgGroup::new("login_server")
         .required(true)
-        .args(["http", "sse", "config"]),
+        .args(["http", "config"]),
 ))]
 pub struct LoginArgs {
     /// A server speaking streamable HTTP at this URL.
     #[arg(long, value_name = "URL")]
     http: Option<String>,
-    /// A server speaking the legacy HTTP+SSE transport at this URL.
-    #[arg(long, value_name = "URL")]
-    sse: Option<String>,
     /// An `mcpServers` JSON file; its `oauth` object (client_id, client_secret, scopes) is
     /// used.
     #[arg(long, value_name = "FILE")]
@@ -96,9 +93,10 @@ impl OAuthArgs {
         if !any {
             return Ok(());
         }
-        if matches!(config.transport, TransportConfig::Stdio { .. }) {
+        if !matches!(config.transport, TransportConfig::StreamableHttp { .. }) {
             return Err(CliError::usage(
-                "the --oauth-* flags apply to --sse and --http servers, not to stdio ones",
+                "the --oauth-* flags apply to streamable HTTP servers (--http); a legacy SSE \
+                 server takes a token with --header 'Authorization: Bearer …'",
             ));
         }
         let oauth = config.oauth.get_or_insert_with(OAuthConfig::default);
@@ -169,7 +167,10 @@ pub async fn run(args: LoginArgs) -> Outcome {
         tracing::warn!(server = name.as_str(), "closing failed: {err}");
     }
     let tools = listed.map_err(|e| CliError::failed(e.to_string()))?;
-    eprintln!("The server lists {} tools.", tools.len());
+    match tools.len() {
+        1 => eprintln!("The server lists 1 tool."),
+        n => eprintln!("The server lists {n} tools."),
+    }
     Ok(EXIT_OK)
 }
 
@@ -178,11 +179,6 @@ fn connection(args: &LoginArgs) -> Result<(String, ConnectionConfig), CliError> 
         (
             url.clone(),
             ConnectionConfig::new(TransportConfig::streamable_http(url)),
-        )
-    } else if let Some(url) = &args.sse {
-        (
-            url.clone(),
-            ConnectionConfig::new(TransportConfig::sse(url)),
         )
     } else if let Some(path) = &args.config {
         let in_file =
@@ -196,13 +192,11 @@ fn connection(args: &LoginArgs) -> Result<(String, ConnectionConfig), CliError> 
         let config = file.server(&name).map_err(|e| in_file(&e))?;
         (name, config)
     } else {
-        return Err(CliError::usage(
-            "name a server with --http, --sse or --config",
-        ));
+        return Err(CliError::usage("name a server with --http or --config"));
     };
-    if matches!(config.transport, TransportConfig::Stdio { .. }) {
+    if !matches!(config.transport, TransportConfig::StreamableHttp { .. }) {
         return Err(CliError::usage(format!(
-            "{name} is a stdio server; OAuth is for HTTP servers"
+            "{name} is not a streamable HTTP server; OAuth is for those"
         )));
     }
     Ok((name, config.with_timeout(Duration::from_secs(30))))

@@ -25,6 +25,10 @@ const MAX_AUTHORIZATIONS: u32 = 3;
 /// How many redirects the no-browser follower takes before giving up.
 const MAX_FOLLOWED_REDIRECTS: usize = 10;
 
+/// Why a legacy SSE server cannot log in.
+pub(crate) const SSE_HAS_NO_OAUTH: &str = "OAuth is supported on the streamable HTTP transport; \
+     the legacy SSE transport takes a token as a header (Authorization: Bearer …)";
+
 /// What [`login`] did.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -46,9 +50,9 @@ pub async fn login(
 ) -> Result<LoginOutcome, McpError> {
     let fail =
         |message: String| McpError::new(server, Step::Connect, FailureKind::Configuration, message);
-    let (url, is_sse) = match &config.transport {
-        TransportConfig::StreamableHttp { url, .. } => (url.as_str(), false),
-        TransportConfig::Sse { url, .. } => (url.as_str(), true),
+    let url = match &config.transport {
+        TransportConfig::StreamableHttp { url, .. } => url.as_str(),
+        TransportConfig::Sse { .. } => return Err(fail(SSE_HAS_NO_OAUTH.into())),
         TransportConfig::Stdio { .. } => {
             return Err(fail(
                 "OAuth applies to HTTP servers, not to stdio ones".into(),
@@ -62,7 +66,7 @@ pub async fn login(
     }
     let oauth = config.oauth.clone().unwrap_or_default();
     let file = token_file(url, &oauth).map_err(fail)?;
-    let challenge = probe_challenge(url, is_sse).await;
+    let challenge = probe_challenge(url).await;
     let manager = authorize(url, &file, &oauth, mode, challenge.as_deref(), &[])
         .await
         .map_err(fail)?;
@@ -101,19 +105,14 @@ fn token_file(url: &str, oauth: &OAuthConfig) -> Result<TokenFile, String> {
 
 /// The server's `WWW-Authenticate` challenge to an unauthenticated request, if it sends
 /// one (it names the resource metadata and the scopes it wants).
-async fn probe_challenge(url: &str, is_sse: bool) -> Option<String> {
-    let client = reqwest::Client::new();
-    let request = if is_sse {
-        client.get(url).header("Accept", "text/event-stream")
-    } else {
-        client
-            .post(url)
-            .header("Accept", "application/json, text/event-stream")
-            .header("Content-Type", "application/json")
-            .body(
-                r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"toolbelt","version":"0"}}}"#,
-            )
-    };
+async fn probe_challenge(url: &str) -> Option<String> {
+    let request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"toolbelt","version":"0"}}}"#,
+        );
     let response = request.send().await.ok()?;
     if response.status() != reqwest::StatusCode::UNAUTHORIZED {
         return None;
