@@ -6,6 +6,7 @@ mod agent_cli;
 mod chat;
 mod common;
 mod mcp;
+mod mcp_client;
 mod mcp_login;
 mod output;
 mod run;

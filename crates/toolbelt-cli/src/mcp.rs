@@ -17,12 +17,15 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 use toolbelt::exec::{Executor, Registry, Timeout, ToolCall, ToolSetRefresh};
-use toolbelt::mcp::{ConnectionConfig, McpServersFile, McpToolSet, TransportConfig};
+use toolbelt::mcp::{
+    ConnectionConfig, McpServersFile, McpToolSet, McpToolSetBuilder, Root, TransportConfig,
+};
 use toolbelt::{Declaration, ToolContext, ToolError, ToolSet};
 
 use crate::common::{
     CliError, EXIT_OK, Outcome, execute_until_signal, read_arguments, shutdown_signal,
 };
+use crate::mcp_client::{ElicitationMode, SamplingMode};
 use crate::output::{View, print_listing, print_output};
 
 /// How many times the session is re-established when the server goes away during a call.
@@ -77,6 +80,19 @@ pub struct ServerArgs {
     connect_timeout: u64,
     #[command(flatten)]
     oauth: crate::mcp_login::OAuthArgs,
+    /// A directory offered to the server as its root (`roots/list`, a file:// URI); without
+    /// it the client declares no roots.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// How to answer a server that asks for input: ask on the terminal (declines with a
+    /// note when there is none), accept the defaults of its form, or decline.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "ask")]
+    elicitation: ElicitationMode,
+    /// How to answer a server that asks for a completion: send it to the configured model
+    /// (OPENAI_BASE_URL or OPENAI_API_KEY, and TOOLBELT_MODEL), or decline. Default: model
+    /// when one is configured, else decline.
+    #[arg(long, value_enum, value_name = "MODE")]
+    sampling: Option<SamplingMode>,
 }
 
 /// Flags of `toolbelt mcp tools`.
@@ -122,13 +138,17 @@ pub async fn run(command: McpCommand) -> Outcome {
 /// that cannot be reached is reported before anything else, as a usage error).
 async fn open(args: &ServerArgs, ctx: &ToolContext) -> Result<McpToolSet, CliError> {
     let (name, config) = connection(args)?;
-    let set = McpToolSet::builder(name, config)
-        .session_reconnect(RECONNECT_ATTEMPTS)
+    let transport = config.transport.clone();
+    let builder = McpToolSet::builder(name, config).session_reconnect(RECONNECT_ATTEMPTS);
+    let builder = client_features(builder, args)?;
+    let set = builder
         .build()
         .map_err(|e| CliError::usage(e.to_string()))?;
     // Ctrl-C while connecting ends the attempt (and reaps a stdio child) instead of hanging.
     let connected = tokio::select! {
-        result = set.init(ctx) => result.map_err(|e| CliError::usage(e.to_string())),
+        result = set.init(ctx) => {
+            result.map_err(|e| CliError::usage(crate::mcp_client::explain(&e, &transport)))
+        }
         _ = shutdown_signal() => Err(CliError::failed("interrupted while connecting")),
     };
     if let Err(err) = connected {
@@ -136,6 +156,39 @@ async fn open(args: &ServerArgs, ctx: &ToolContext) -> Result<McpToolSet, CliErr
         return Err(err);
     }
     Ok(set)
+}
+
+/// What the client offers the server: elicitation and sampling handlers, the root.
+fn client_features(
+    builder: McpToolSetBuilder,
+    args: &ServerArgs,
+) -> Result<McpToolSetBuilder, CliError> {
+    let mut builder = crate::mcp_client::with_elicitation(builder, args.elicitation);
+    let model = match args.sampling {
+        Some(SamplingMode::Decline) => None,
+        Some(SamplingMode::Model) => {
+            Some(crate::mcp_client::configured_model().ok_or_else(|| {
+                CliError::usage(
+                    "--sampling model needs a model: set TOOLBELT_MODEL and OPENAI_BASE_URL (or \
+                 OPENAI_API_KEY)",
+                )
+            })?)
+        }
+        None => crate::mcp_client::configured_model(),
+    };
+    builder = crate::mcp_client::with_sampling(builder, model);
+    if let Some(dir) = &args.dir {
+        if !dir.is_dir() {
+            return Err(CliError::usage(format!(
+                "--dir {}: not a directory",
+                dir.display()
+            )));
+        }
+        let root = Root::directory(dir)
+            .map_err(|e| CliError::usage(format!("--dir {}: {e}", dir.display())))?;
+        builder = builder.roots(vec![root]);
+    }
+    Ok(builder)
 }
 
 /// The server's name (for messages) and its connection configuration.
@@ -234,7 +287,8 @@ async fn tools(args: ToolsArgs) -> Outcome {
 
 async fn call(args: CallArgs) -> Outcome {
     let raw_args = read_arguments(&args.args)?;
-    let ctx = ToolContext::for_call("cli");
+    // The call's progress reports are shown on stderr as they come.
+    let ctx = ToolContext::for_call("cli").with_progress(crate::mcp_client::progress_printer());
     let set = open(&args.server, &ctx).await?;
     let registry = Arc::new(Registry::new());
     if let Err(err) = registry.add_tool_set(Arc::new(set.clone()), ToolSetRefresh::Cached) {
@@ -252,6 +306,7 @@ async fn call(args: CallArgs) -> Outcome {
         .build();
     let call = ToolCall::new("cli", args.tool.as_str(), raw_args);
     let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
+    crate::mcp_client::finish_progress();
     close(&set).await;
 
     let output = result.result.map_err(|e| call_error(&e))?;
@@ -282,6 +337,9 @@ mod tests {
             headers: Vec::new(),
             connect_timeout: 30,
             oauth: Default::default(),
+            dir: None,
+            elicitation: ElicitationMode::Decline,
+            sampling: None,
         }
     }
 
