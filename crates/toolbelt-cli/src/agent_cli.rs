@@ -1,27 +1,35 @@
 //! What `toolbelt run` and `toolbelt chat` share: the flags, the model from flags or
-//! environment, the agent over the command's tool box, the session store, approval of
-//! destructive tools, and the rendering of a run's events (the answer streamed to stdout,
-//! tool activity to stderr as compact lines, a spinner while tools run).
+//! environment, the agent over the command's tool box, the session store, approval of tool
+//! calls ([`approval`]), the rendering of a run's events ([`render`]) and stopping a run on
+//! SIGINT or SIGTERM.
 
-use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+mod approval;
+mod render;
+
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
-use toolbelt::ToolContext;
 use toolbelt::agent::{
-    Event, EventStream, InMemorySessionService, LlmAgent, ObjectType, Runner, SessionService,
+    EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner, SessionService,
     SqliteSessionService,
 };
-use toolbelt::exec::{BeforeAction, BeforeHook, ExecutionMode, Executor, HookCall, Timeout};
+use toolbelt::exec::{ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
     ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig, OpenAiModel,
 };
+use toolbelt::{ToolContext, ToolFilter};
 
-use crate::common::{CliError, ToolSourceArgs, Toolbox, shutdown_signal};
+pub use approval::{Approval, ApprovalPolicy, SharedStdin, shared_stdin};
+pub use render::{Format, Renderer, RunSummary, Spinner};
+
+use crate::common::{CliError, ToolSourceArgs, Toolbox};
+
+/// The exit code after SIGINT (Ctrl-C): 128 + the signal's number, as shells report it.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// The exit code after SIGTERM.
+pub const EXIT_TERMINATED: u8 = 143;
 
 /// The application name sessions are stored under.
 const APP: &str = "toolbelt";
@@ -29,12 +37,8 @@ const APP: &str = "toolbelt";
 const USER: &str = "local";
 /// How long one tool call may run.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
-/// The longest result preview on a tool line, in characters.
-const PREVIEW_CHARS: usize = 80;
 /// How long an interrupted run may take to stop its tools.
 const WIND_DOWN: Duration = Duration::from_secs(10);
-/// The longest argument summary on a tool line, in characters.
-const ARGS_CHARS: usize = 60;
 
 /// The flags `run` and `chat` share.
 #[derive(Args, Debug, Clone)]
@@ -48,12 +52,45 @@ pub struct AgentArgs {
     /// OPENAI_BASE_URL). The API key is read from OPENAI_API_KEY.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// The longest wait, in seconds, for the model server to start answering one request
+    /// (connecting included). Default: the library's (a dead server fails in under a minute,
+    /// retries included).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub request_timeout: Option<Duration>,
+    /// The longest silence, in seconds, between two pieces of a streamed answer. Default: the
+    /// library's.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub idle_timeout: Option<Duration>,
+    /// How many times a failed model request (connection failure, timeout, 429, 5xx) is
+    /// retried. Default: the library's.
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<usize>,
     /// Keep the conversation in this SQLite file, so it can be resumed with --session-id.
     #[arg(long, value_name = "FILE")]
     pub session: Option<PathBuf>,
     /// The session to resume (or create) in the --session file; a new one when omitted.
     #[arg(long, value_name = "ID", requires = "session")]
     pub session_id: Option<String>,
+    /// Offer the model only these tools (comma-separated names, as `toolbelt tools list`
+    /// prints them).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Do not offer the model these tools (comma-separated names).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub exclude_tools: Vec<String>,
+    /// When to ask before a tool call runs: `never`, `on-write` (tools not declared
+    /// read-only: Write, Edit, NotebookEdit, Bash, TaskStop, undeclared MCP tools) or
+    /// `always`. Questions are asked on the terminal; without one, a call that needs
+    /// approval is refused and the model is told.
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = ApprovalPolicy::OnWrite)]
+    pub approval: ApprovalPolicy,
+    /// Run every tool call without asking (the same as --approval never).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Repair almost-JSON tool arguments (unquoted keys, single quotes, trailing commas, a
+    /// cut-off object) instead of answering the model with an error.
+    #[arg(long)]
+    pub repair_json: bool,
     /// Run the tool calls of one model turn concurrently (tools that are not safe to overlap
     /// still run alone).
     #[arg(long)]
@@ -70,17 +107,64 @@ pub struct AgentArgs {
     pub instruction: Option<String>,
 }
 
+impl AgentArgs {
+    /// The approval policy in effect (`--yes` is `never`).
+    pub fn approval_policy(&self) -> ApprovalPolicy {
+        if self.yes {
+            ApprovalPolicy::Never
+        } else {
+            self.approval
+        }
+    }
+
+    /// `--tools` and `--exclude-tools` as one filter; `None` when neither is given.
+    fn tool_filter(&self) -> Option<ToolFilter> {
+        let include =
+            (!self.tools.is_empty()).then(|| ToolFilter::include_names(self.tools.clone()));
+        let exclude = (!self.exclude_tools.is_empty())
+            .then(|| ToolFilter::exclude_names(self.exclude_tools.clone()));
+        match (include, exclude) {
+            (Some(i), Some(e)) => Some(i.and(e)),
+            (i, e) => i.or(e),
+        }
+    }
+}
+
+/// A number of seconds: positive and finite.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    // NaN fails this too.
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("{text:?}: the time must be more than 0 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"))
+}
+
 /// The model configured by flags and environment; with none, an error naming exactly what
 /// to set (exit code 2).
 pub fn model_from(args: &AgentArgs) -> Result<OpenAiModel, CliError> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let base_url = args.base_url.clone().or_else(|| var(ENV_BASE_URL));
     let model = args.model.clone().or_else(|| var(ENV_MODEL));
-    let config =
+    let mut config =
         OpenAiConfig::from_values(base_url, var(ENV_API_KEY), model).map_err(|e| match e {
             ModelError::NotConfigured { missing } => CliError::usage(not_configured(&missing)),
             other => CliError::usage(other.to_string()),
         })?;
+    if let Some(timeout) = args.request_timeout {
+        config = config.with_request_timeout(timeout);
+    }
+    if let Some(timeout) = args.idle_timeout {
+        config = config.with_idle_timeout(timeout);
+    }
+    if let Some(retries) = args.max_retries {
+        let mut retry = config.retry.clone();
+        retry.max_retries = retries;
+        config = config.with_retry(retry);
+    }
     OpenAiModel::new(config).map_err(|e| CliError::usage(e.to_string()))
 }
 
@@ -100,11 +184,13 @@ fn not_configured(missing: &[&str]) -> String {
     lines.join("\n")
 }
 
-/// The session store: the --session SQLite file, or memory.
+/// The session store: the --session SQLite file, or memory. A file that cannot be opened
+/// (locked by another process past the wait, not a database) fails the command (exit 1)
+/// before the model is called, and is left as it was.
 fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
     match &args.session {
         Some(path) => Ok(Arc::new(SqliteSessionService::open(path).map_err(|e| {
-            CliError::usage(format!("--session {}: {e}", path.display()))
+            CliError::failed(format!("--session {}: {e}", path.display()))
         })?)),
         None => Ok(Arc::new(InMemorySessionService::new())),
     }
@@ -120,16 +206,23 @@ fn session_id(args: &AgentArgs) -> String {
     })
 }
 
-/// The agent over the tool box's registry, its calls going through an executor with a time
-/// limit and, when given, an approval hook.
+/// The agent over the tool box's registry. Its calls go through an executor configured by
+/// the flags (schedule, JSON repair, a time limit) with the approval hook, if any; the
+/// agent sets none of these itself, so the executor's configuration is what runs.
 fn agent_from(
     args: &AgentArgs,
     model: OpenAiModel,
     toolbox: &Toolbox,
     approval: Option<Approval>,
 ) -> Result<LlmAgent, CliError> {
-    let mut executor =
-        Executor::builder(toolbox.registry.clone()).middleware(Timeout::new(TOOL_TIMEOUT));
+    let mut executor = Executor::builder(toolbox.registry.clone())
+        .middleware(Timeout::new(TOOL_TIMEOUT))
+        .mode(if args.parallel {
+            ExecutionMode::Parallel
+        } else {
+            ExecutionMode::Serial
+        })
+        .repair_json(args.repair_json);
     if let Some(approval) = approval {
         executor = executor.before_hook(approval);
     }
@@ -146,11 +239,6 @@ fn agent_from(
         .instruction(instruction)
         .model(model)
         .executor(executor.build())
-        .execution_mode(if args.parallel {
-            ExecutionMode::Parallel
-        } else {
-            ExecutionMode::Serial
-        })
         .max_tool_iterations(args.max_iterations)
         .generation_config(GenerationConfig {
             stream: !args.no_stream,
@@ -160,327 +248,72 @@ fn agent_from(
         .map_err(|e| CliError::usage(e.to_string()))
 }
 
-/// Lines of standard input, shared by the chat prompt and approval questions so neither
-/// loses what the other buffered.
-pub type SharedStdin = Arc<tokio::sync::Mutex<Lines<BufReader<Stdin>>>>;
-
-/// Standard input, line by line.
-pub fn shared_stdin() -> SharedStdin {
-    Arc::new(tokio::sync::Mutex::new(
-        BufReader::new(tokio::io::stdin()).lines(),
-    ))
-}
-
-/// Asks on stderr before a destructive tool runs; the answer is read from stdin. Anything
-/// but `y`/`yes` (or the end of input) refuses the call, and the model is told so.
-pub struct Approval {
-    stdin: SharedStdin,
-    spinner: Spinner,
-}
-
-impl Approval {
-    /// Approval questions read from `stdin`; the spinner is paused while asking.
-    pub fn new(stdin: SharedStdin, spinner: Spinner) -> Self {
-        Self { stdin, spinner }
+/// The approval hook `args` ask for (none with `--approval never` or `--yes`).
+pub fn approval_from(args: &AgentArgs, stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval> {
+    match args.approval_policy() {
+        ApprovalPolicy::Never => None,
+        policy => Some(Approval::new(policy, stdin.clone(), spinner.clone())),
     }
 }
 
-#[toolbelt::async_trait]
-impl BeforeHook for Approval {
-    async fn before(&self, _ctx: &ToolContext, call: &HookCall<'_>) -> BeforeAction {
-        if call.declaration.meta.destructive != Some(true) {
-            return BeforeAction::Continue;
-        }
-        // One question at a time, even when parallel calls ask together.
-        let mut stdin = self.stdin.lock().await;
-        self.spinner.pause();
-        eprint!(
-            "allow {}({})? [y/N] ",
-            call.tool_name(),
-            short_args(call.arguments)
-        );
-        let _ = std::io::stderr().flush();
-        let answer = stdin.next_line().await.ok().flatten().unwrap_or_default();
-        if !std::io::stdin().is_terminal() {
-            // Nobody typed it, so nothing echoed it: keep the question's line readable.
-            eprintln!("{}", answer.trim());
-        }
-        self.spinner.resume();
-        match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => BeforeAction::Continue,
-            _ => BeforeAction::Reject("the user did not allow this call".to_string()),
+/// Which signal asked the command to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl StopSignal {
+    /// The exit code that reports it.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => EXIT_INTERRUPTED,
+            StopSignal::Terminate => EXIT_TERMINATED,
         }
     }
 }
 
-/// A spinner on stderr while tools run, only when stderr is a terminal.
-#[derive(Clone)]
-pub struct Spinner {
-    state: Arc<Mutex<SpinnerState>>,
-    enabled: bool,
-}
-
-#[derive(Default)]
-struct SpinnerState {
-    label: Option<String>,
-    paused: bool,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Spinner {
-    /// A spinner that draws only if stderr is a terminal.
-    pub fn new() -> Self {
-        Self {
-            state: Arc::default(),
-            enabled: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, SpinnerState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts spinning with `label`.
-    pub fn start(&self, label: String) {
-        if !self.enabled {
-            return;
-        }
-        let mut state = self.lock();
-        state.label = Some(label);
-        if state.task.is_none() {
-            let shared = self.state.clone();
-            state.task = Some(tokio::spawn(async move {
-                const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-                for frame in FRAMES.iter().cycle() {
-                    {
-                        let state = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        if let (Some(label), false) = (&state.label, state.paused) {
-                            eprint!("\r\x1b[2K{frame} {label}");
-                            let _ = std::io::stderr().flush();
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }));
-        }
-    }
-
-    /// Stops spinning and clears its line.
-    pub fn stop(&self) {
-        if !self.enabled {
-            return;
-        }
-        let mut state = self.lock();
-        if let Some(task) = state.task.take() {
-            task.abort();
-            eprint!("\r\x1b[2K");
-            let _ = std::io::stderr().flush();
-        }
-        state.label = None;
-    }
-
-    fn pause(&self) {
-        if self.enabled {
-            self.lock().paused = true;
-            eprint!("\r\x1b[2K");
-        }
-    }
-
-    fn resume(&self) {
-        if self.enabled {
-            self.lock().paused = false;
+/// Resolves when SIGINT or SIGTERM arrives, saying which.
+pub async fn stop_signal() -> StopSignal {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+            _ = interrupt.recv() => StopSignal::Interrupt,
+            _ = terminate.recv() => StopSignal::Terminate,
+        },
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+            StopSignal::Interrupt
         }
     }
 }
 
-impl Default for Spinner {
-    fn default() -> Self {
-        Self::new()
-    }
+/// How a watched run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The run completed (possibly with an error event).
+    Completed(RunSummary),
+    /// A signal stopped it.
+    Stopped(StopSignal),
 }
 
-/// How a run ended.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct RunSummary {
-    /// Error events (model failures, the iteration limit) were reported.
-    pub failed: bool,
-}
-
-/// Prints a run's events: answer text to stdout as it streams, tool activity to stderr.
-pub struct Renderer {
-    spinner: Spinner,
-    /// Calls of the current turn by id: (name, short arguments), for the result lines.
-    calls: HashMap<String, (String, String)>,
-    /// Whether answer text was streamed for the current model turn.
-    streamed: bool,
-    /// Whether stdout's last character was a newline (or nothing was written).
-    at_line_start: bool,
-}
-
-impl Renderer {
-    /// A renderer using `spinner` while tools run.
-    pub fn new(spinner: Spinner) -> Self {
-        Self {
-            spinner,
-            calls: HashMap::new(),
-            streamed: false,
-            at_line_start: true,
-        }
-    }
-
-    /// Renders the events of `events` until the run completes. Safe to call again after
-    /// the future was dropped part-way (the state is in the renderer and the stream).
-    pub async fn render(&mut self, events: &mut EventStream) -> RunSummary {
-        let mut summary = RunSummary::default();
-        while let Some(event) = events.recv().await {
-            self.event(&event, &mut summary);
-            if event.is_runner_completion() {
-                break;
-            }
-        }
-        self.spinner.stop();
-        self.end_answer_line();
-        summary
-    }
-
-    /// Renders `events` until the run completes or Ctrl-C / SIGTERM arrives; then cancels
-    /// the run and waits (up to [`WIND_DOWN`]) for its tools to stop, so no command it
-    /// started outlives the process. `None` when interrupted.
-    pub async fn render_until_interrupted(
-        &mut self,
-        mut events: EventStream,
-    ) -> Option<RunSummary> {
-        tokio::select! {
-            summary = self.render(&mut events) => return Some(summary),
-            () = shutdown_signal() => {}
-        }
-        self.spinner.stop();
-        self.end_answer_line();
-        eprintln!("toolbelt: stopping the run");
-        events.cancel();
-        let _ = tokio::time::timeout(WIND_DOWN, self.render(&mut events)).await;
-        None
-    }
-
-    fn event(&mut self, event: &Event, summary: &mut RunSummary) {
-        match event.object {
-            ObjectType::ChatChunk => {
-                let text = event.delta_text();
-                if !text.is_empty() {
-                    self.streamed = true;
-                    self.write_answer(text);
-                }
-            }
-            ObjectType::ChatCompletion => {
-                if let Some(message) = event.message()
-                    && !self.streamed
-                    && !message.content.is_empty()
-                {
-                    self.write_answer(&message.content);
-                }
-                self.streamed = false;
-                let calls = event.tool_calls();
-                if !calls.is_empty() {
-                    self.end_answer_line();
-                    self.calls = calls
-                        .iter()
-                        .map(|c| {
-                            let entry = (c.name().to_string(), short_args(c.arguments()));
-                            (c.id.clone(), entry)
-                        })
-                        .collect();
-                    let label = match calls {
-                        [one] => format!("{}({})", one.name(), short_args(one.arguments())),
-                        many => format!("running {} tools", many.len()),
-                    };
-                    self.spinner.start(label);
-                }
-            }
-            ObjectType::ToolResponse => {
-                self.spinner.stop();
-                for result in &event.tool_results {
-                    let (name, args) = self
-                        .calls
-                        .get(&result.call_id)
-                        .cloned()
-                        .unwrap_or_else(|| (result.name.clone(), String::new()));
-                    let mark = if result.is_error { '✗' } else { '✓' };
-                    eprintln!(
-                        "{mark} {name}({args}) {} ms → {}",
-                        result.duration_ms,
-                        preview(&result.content)
-                    );
-                }
-            }
-            ObjectType::Error => {
-                self.spinner.stop();
-                self.end_answer_line();
-                summary.failed = true;
-                let message = event
-                    .error
-                    .as_ref()
-                    .map_or("unknown error", |e| e.message.as_str());
-                eprintln!("toolbelt: error: {message}");
-            }
-            ObjectType::UserInput | ObjectType::RunnerCompletion => {}
-        }
-    }
-
-    fn write_answer(&mut self, text: &str) {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-        self.at_line_start = text.ends_with('\n');
-    }
-
-    fn end_answer_line(&mut self) {
-        if !self.at_line_start {
-            println!();
-            self.at_line_start = true;
-        }
-    }
-}
-
-/// Arguments shortened for one line: `key=value` pairs of a JSON object, values clipped.
-pub fn short_args(arguments: &str) -> String {
-    let text = match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(serde_json::Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                format!("{k}={}", clip(&one_line(&v), 40))
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => one_line(arguments),
+/// Renders `events` until the run completes or SIGINT / SIGTERM arrives; then cancels the
+/// run and waits (up to [`WIND_DOWN`]) for its tools to stop, so no command a tool started
+/// outlives the process.
+pub async fn watch_run(renderer: &mut Renderer, mut events: EventStream) -> RunEnd {
+    let signal = tokio::select! {
+        summary = renderer.render(&mut events) => return RunEnd::Completed(summary),
+        signal = stop_signal() => signal,
     };
-    clip(&text, ARGS_CHARS)
-}
-
-/// The start of a result on one line.
-fn preview(content: &str) -> String {
-    let text = one_line(content.trim());
-    if text.is_empty() {
-        "(empty)".to_string()
-    } else {
-        clip(&text, PREVIEW_CHARS)
-    }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut clipped: String = text.chars().take(max.saturating_sub(1)).collect();
-    clipped.push('…');
-    clipped
+    eprintln!("toolbelt: stopping the run");
+    events.cancel();
+    let _ = tokio::time::timeout(WIND_DOWN, renderer.render(&mut events)).await;
+    RunEnd::Stopped(signal)
 }
 
 /// What a `run` or `chat` works with: the tool sets it opened (and must close), the runner
@@ -492,6 +325,8 @@ pub struct AgentSession {
     pub runner: Runner,
     /// The session to run in.
     pub session_id: String,
+    /// `--tools` / `--exclude-tools`, applied to every run.
+    tool_filter: Option<ToolFilter>,
 }
 
 impl AgentSession {
@@ -505,7 +340,12 @@ impl AgentSession {
         let sessions = sessions_from(args)?;
         let toolbox = Toolbox::open(&args.sources, None)?;
         toolbox.announce_sandbox();
-        toolbox.list(&ToolContext::new()).await;
+        let snapshot = toolbox.list(&ToolContext::new()).await;
+        for name in &args.tools {
+            if snapshot.get(name).is_none() {
+                eprintln!("toolbelt: warning: --tools names {name:?}, which no tool set offers");
+            }
+        }
         let agent = match agent_from(args, model, &toolbox, approval) {
             Ok(agent) => agent,
             Err(err) => {
@@ -517,17 +357,17 @@ impl AgentSession {
             toolbox,
             runner: Runner::new(APP, Arc::new(agent)).with_session_service(sessions),
             session_id: session_id(args),
+            tool_filter: args.tool_filter(),
         })
     }
 
     /// Starts a run of `input` in the session, for the local user.
     pub fn start(&self, input: &str) -> EventStream {
-        self.runner.run(
-            USER,
-            &self.session_id,
-            input,
-            toolbelt::agent::RunOptions::new(),
-        )
+        let mut options = RunOptions::new();
+        if let Some(filter) = &self.tool_filter {
+            options = options.tool_filter(filter.clone());
+        }
+        self.runner.run(USER, &self.session_id, input, options)
     }
 
     /// Tells how to resume a stored session, then closes the tool sets.
@@ -545,32 +385,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arguments_are_shortened_to_one_line() {
-        assert_eq!(
-            short_args(r#"{"file_path":"a.txt","limit":3}"#),
-            "file_path=a.txt, limit=3"
-        );
-        let long = format!(r#"{{"content":"{}"}}"#, "x".repeat(100));
-        let short = short_args(&long);
-        assert!(
-            short.chars().count() <= ARGS_CHARS && short.ends_with('…'),
-            "{short}"
-        );
-        assert_eq!(short_args("not json\nat all"), "not json at all");
-    }
-
-    #[test]
-    fn previews_fit_one_line() {
-        assert_eq!(preview("  alpha\nbeta\n"), "alpha beta");
-        assert_eq!(preview(""), "(empty)");
-        assert_eq!(preview(&"y".repeat(200)).chars().count(), PREVIEW_CHARS);
-    }
-
-    #[test]
     fn the_missing_model_message_names_every_variable() {
         let text = not_configured(&[ENV_BASE_URL, ENV_MODEL]);
         for name in ["OPENAI_BASE_URL", "OPENAI_API_KEY", "TOOLBELT_MODEL"] {
             assert!(text.contains(name), "{text}");
+        }
+    }
+
+    #[test]
+    fn seconds_must_be_a_positive_finite_number() {
+        assert_eq!(seconds("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["0", "-1", "NaN", "inf", "soon"] {
+            assert!(seconds(bad).is_err(), "{bad}");
         }
     }
 }

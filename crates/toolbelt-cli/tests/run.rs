@@ -1,73 +1,12 @@
 //! `toolbelt run` and `toolbelt chat` end to end: the built binary against the scripted
 //! OpenAI-compatible server on 127.0.0.1, with the built-in tools on a real temp directory.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+mod run_support;
 
-use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
+use std::process::{Command, Stdio};
 
-/// The binary, configured for `server` through the environment, working in `dir`.
-fn toolbelt(server: &ScriptedServer, dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolbelt"));
-    command
-        .current_dir(dir)
-        .env("OPENAI_BASE_URL", server.base_url())
-        .env("TOOLBELT_MODEL", "scripted")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("TOOLBELT_LOG");
-    command
-}
-
-/// Runs `command` with `stdin` as its input, off the runtime that serves the model.
-async fn output(mut command: Command, stdin: &str) -> Output {
-    let stdin = stdin.to_string();
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start toolbelt");
-        let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(stdin.as_bytes()).expect("write stdin");
-        drop(pipe);
-        child.wait_with_output().expect("wait for toolbelt")
-    })
-    .await
-    .expect("join")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    dir
-}
-
-fn tool_contents(request: &RecordedRequest) -> Vec<String> {
-    request
-        .messages()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn path_arg(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().replace('\\', "\\\\")
-}
-
-/// Arguments of a Write call creating `new.txt` with "hello".
-fn write_new_file(dir: &Path) -> String {
-    format!(
-        r#"{{"file_path":"{}","content":"hello"}}"#,
-        path_arg(dir, "new.txt")
-    )
-}
+use run_support::{output, path_arg, project, read_file, text, tool_contents, toolbelt};
+use toolbelt_model::testing::{Reply, ScriptedServer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_streams_the_answer_after_a_tool_call_on_the_directory() {
@@ -190,75 +129,6 @@ async fn a_session_file_lets_a_later_run_resume_the_conversation() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn chat_asks_before_a_destructive_tool_and_respects_a_no() {
-    let dir = project();
-    let args = write_new_file(dir.path());
-    let server = ScriptedServer::start([
-        Reply::tool_call("call_1", "Write", &args),
-        Reply::text("Understood, I did not write it."),
-        Reply::text("Bye."),
-    ])
-    .await
-    .unwrap();
-    let mut command = toolbelt(&server, dir.path());
-    command.args(["chat", "--dir"]).arg(dir.path());
-    // The message, the answer to the approval question, a second message.
-    let out = output(command, "write new.txt\nn\nthanks\n").await;
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let question = stderr
-        .lines()
-        .find(|l| l.starts_with("allow Write("))
-        .unwrap_or_default();
-    assert!(
-        question.contains("new.txt") && question.ends_with("[y/N] n"),
-        "{stderr}"
-    );
-    assert!(
-        !dir.path().join("new.txt").exists(),
-        "a refused call must not run"
-    );
-    assert!(
-        stderr.lines().any(|l| l.starts_with("✗ Write(")),
-        "{stderr}"
-    );
-    assert_eq!(stdout, "Understood, I did not write it.\nBye.\n");
-    let refusal = tool_contents(&server.requests()[1]);
-    assert!(refusal[0].contains("did not allow"), "{refusal:?}");
-    assert_eq!(
-        server.requests().len(),
-        3,
-        "the third line was a new message"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn chat_runs_destructive_tools_after_a_yes_or_with_yes_flag() {
-    for (flag, input) in [(None, "write it\ny\n"), (Some("--yes"), "write it\n")] {
-        let dir = project();
-        let args = write_new_file(dir.path());
-        let server = ScriptedServer::start([
-            Reply::tool_call("call_1", "Write", &args),
-            Reply::text("Written."),
-        ])
-        .await
-        .unwrap();
-        let mut command = toolbelt(&server, dir.path());
-        command.args(["chat", "--dir"]).arg(dir.path());
-        command.args(flag);
-        let out = output(command, input).await;
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
-            "hello"
-        );
-        assert_eq!(stderr.contains("allow Write("), flag.is_none(), "{stderr}");
-        assert_eq!(text(&out.stdout), "Written.\n");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn parallel_calls_without_streaming_report_every_call_in_order() {
     let dir = project();
     std::fs::write(dir.path().join("more.txt"), "gamma\n").unwrap();
@@ -300,7 +170,7 @@ async fn parallel_calls_without_streaming_report_every_call_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ctrl_c_stops_the_run_and_kills_the_command_a_tool_started() {
+async fn sigint_stops_the_run_kills_the_command_a_tool_started_and_exits_130() {
     let dir = project();
     // The shell becomes `sleep` (exec) after writing its pid, so the pid is the sleeper's.
     let server = ScriptedServer::start([Reply::tool_call(
@@ -312,7 +182,7 @@ async fn ctrl_c_stops_the_run_and_kills_the_command_a_tool_started() {
     .unwrap();
     let mut command = toolbelt(&server, dir.path());
     command
-        .args(["run", "sleep a while", "--dir"])
+        .args(["run", "sleep a while", "--yes", "--dir"])
         .arg(dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -340,7 +210,7 @@ async fn ctrl_c_stops_the_run_and_kills_the_command_a_tool_started() {
     .unwrap();
     let (out, sleeper) = out;
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(130), "SIGINT exits 130:\n{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     // The sleeper is gone (killed with its process group; reaped by init once orphaned).
     let proc_dir = format!("/proc/{sleeper}");
@@ -354,4 +224,280 @@ async fn ctrl_c_stops_the_run_and_kills_the_command_a_tool_started() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(gone, "the command the tool started outlived toolbelt");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_written_between_tool_calls_goes_to_stderr_and_only_the_answer_to_stdout() {
+    for stream in [true, false] {
+        let dir = project();
+        let server = ScriptedServer::start([
+            Reply::Message {
+                content: "Let me look at the notes first.".into(),
+                tool_calls: vec![toolbelt_model::ToolCall::new(
+                    "call_1",
+                    "Read",
+                    read_file(dir.path(), "notes.txt"),
+                )],
+            },
+            Reply::text("They say alpha and beta."),
+        ])
+        .await
+        .unwrap();
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .args(["run", "what do my notes say?", "--dir"])
+            .arg(dir.path());
+        if !stream {
+            command.arg("--no-stream");
+        }
+        let out = output(command, "").await;
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        // `toolbelt run … > answer.txt` holds the answer alone.
+        assert_eq!(stdout, "They say alpha and beta.\n", "stream: {stream}");
+        let said = stderr
+            .lines()
+            .position(|l| l == "Let me look at the notes first.")
+            .unwrap_or_else(|| panic!("the text between calls is not on stderr:\n{stderr}"));
+        let tool_line = stderr
+            .lines()
+            .position(|l| l.starts_with("✓ Read("))
+            .unwrap();
+        assert!(said < tool_line, "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_and_exclude_tools_narrow_what_the_model_is_offered() {
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("ok"), Reply::text("ok")])
+        .await
+        .unwrap();
+    let mut only = toolbelt(&server, dir.path());
+    only.args(["run", "hi", "--tools", "Read,Grep", "--dir"])
+        .arg(dir.path());
+    let out = output(only, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut without = toolbelt(&server, dir.path());
+    without
+        .args(["run", "hi", "--exclude-tools", "Bash,Write", "--dir"])
+        .arg(dir.path());
+    let out = output(without, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let requests = server.requests();
+    let mut offered = requests[0].tool_names();
+    offered.sort();
+    assert_eq!(offered, ["Grep", "Read"]);
+    let offered = requests[1].tool_names();
+    assert!(offered.iter().any(|t| t == "Read"), "{offered:?}");
+    assert!(
+        !offered.iter().any(|t| t == "Bash" || t == "Write"),
+        "{offered:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn repair_json_lets_a_call_with_almost_json_arguments_run() {
+    // Single quotes and a trailing comma: not JSON, but clearly meant.
+    for repair in [false, true] {
+        let dir = project();
+        let args = format!("{{'file_path': '{}',}}", path_arg(dir.path(), "notes.txt"));
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "Read", &args),
+            Reply::text("done"),
+        ])
+        .await
+        .unwrap();
+        let mut command = toolbelt(&server, dir.path());
+        command.args(["run", "read it", "--dir"]).arg(dir.path());
+        if repair {
+            command.arg("--repair-json");
+        }
+        let out = output(command, "").await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let result = tool_contents(&server.requests()[1]).remove(0);
+        assert_eq!(
+            result.contains("alpha"),
+            repair,
+            "repair {repair}: {result}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_a_tool_returns_gets_a_note_on_its_line() {
+    let dir = project();
+    std::fs::write(dir.path().join("dot.png"), ONE_PIXEL_PNG).unwrap();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Read", &read_file(dir.path(), "dot.png")),
+        Reply::text("A dot."),
+    ])
+    .await
+    .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "look at dot.png", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("✓ Read("))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("[image image/png, "), "{line}");
+}
+
+/// A 1×1 PNG.
+const ONE_PIXEL_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xff, 0xff, 0x3f,
+    0x00, 0x05, 0xfe, 0x02, 0xfe, 0xa7, 0x35, 0x81, 0x84, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// Every row of the SQLite file at `db`, as SQL (read by another process: Python's sqlite3).
+fn dump(db: &std::path::Path) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys; print('\\n'.join(sqlite3.connect(sys.argv[1]).iterdump()))",
+        ])
+        .arg(db)
+        .output()
+        .expect("python3 is needed to read the session file");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_file_locked_by_another_process_fails_the_run_before_the_model_is_called() {
+    let dir = project();
+    let db = dir.path().join("sessions.db");
+    let server = ScriptedServer::start([Reply::text("Hello Ada.")])
+        .await
+        .unwrap();
+    let run = |prompt: &str| {
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .args(["run", prompt, "--session-id", "s1", "--session"])
+            .arg(&db)
+            .arg("--dir")
+            .arg(dir.path());
+        command
+    };
+    let out = output(run("I am Ada."), "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let before = dump(&db);
+
+    // Another process holds the write lock for as long as its stdin stays open.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN EXCLUSIVE')\n\
+             print('locked', flush=True)\n\
+             sys.stdin.read()\n",
+        ])
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let out = output(run("Who am I?"), "").await;
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("locked"),
+        "the message names the cause:\n{stderr}"
+    );
+    assert_eq!(server.requests().len(), 1, "the model must not be called");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert_eq!(dump(&db), before, "the stored conversation changed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_corrupt_session_file_fails_the_run_and_is_left_as_it_was() {
+    let dir = project();
+    let db = dir.path().join("sessions.db");
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&db, &garbage).unwrap();
+    let server = ScriptedServer::start([Reply::text("never sent")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "hello", "--session"])
+        .arg(&db)
+        .arg("--dir")
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--session") && stderr.contains("sessions.db"),
+        "{stderr}"
+    );
+    assert!(server.requests().is_empty(), "the model must not be called");
+    assert_eq!(std::fs::read(&db).unwrap(), garbage, "the file was changed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_server_that_never_answers_fails_the_run_within_the_given_limits() {
+    let dir = project();
+    // Connections complete (the kernel accepts them) but nothing ever answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", silent.local_addr().unwrap());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolbelt"));
+    command
+        .current_dir(dir.path())
+        .env("OPENAI_BASE_URL", &url)
+        .env("TOOLBELT_MODEL", "scripted")
+        .env_remove("OPENAI_API_KEY")
+        .args([
+            "run",
+            "hello",
+            "--request-timeout",
+            "1",
+            "--max-retries",
+            "0",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = command.spawn().expect("start toolbelt");
+        // A generous upper bound against a hang, not a timing assertion.
+        for _ in 0..600 {
+            if child.try_wait().unwrap().is_some() {
+                return Some(child.wait_with_output().unwrap());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        None
+    })
+    .await
+    .unwrap()
+    .expect("toolbelt run still waited for the dead server after 60 s");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("toolbelt: error:"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    drop(silent);
 }

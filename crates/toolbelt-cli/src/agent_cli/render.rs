@@ -1,0 +1,604 @@
+//! Showing a run's events: for people (the final answer on stdout, everything else on
+//! stderr: text written between tool calls, one line per tool call as it ends, a spinner
+//! naming the tools still running, warnings and errors) or for scripts (`--json`: every
+//! event as one JSON line on stdout).
+//!
+//! Where the model's text goes: only the answer that ends the run belongs on stdout, so
+//! `toolbelt run … > answer.txt` holds the answer alone. Whether a turn's text is that answer
+//! is known only when the turn ends (a turn that calls tools is not), so a turn's text is
+//! shown live only where the choice does not matter: on stdout when stdout and stderr are
+//! both the terminal, else on stderr when stderr is a terminal (the answer is then also
+//! written to stdout when the turn ends). With neither a terminal, each turn's text is
+//! written once, when the turn ends, to where it belongs.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use toolbelt::ContentBlock;
+use toolbelt::agent::{Event, EventKind, EventStream, ToolResult};
+use toolbelt::model::Message;
+
+/// The longest result preview on a tool line, in characters.
+const PREVIEW_CHARS: usize = 80;
+/// The longest argument summary on a tool line, in characters.
+const ARGS_CHARS: usize = 60;
+/// The longest note (latest chunk or progress) on the spinner's line, in characters.
+const NOTE_CHARS: usize = 40;
+/// The longest spinner label, in characters.
+const LABEL_CHARS: usize = 110;
+
+/// How a run's events are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// For people: the answer on stdout, the rest on stderr.
+    Human,
+    /// For scripts: every event as one JSON line on stdout (the stable `--json` format).
+    Json,
+}
+
+/// How a run ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RunSummary {
+    /// An error event was reported (the model failed, the session store failed, too many
+    /// tool rounds), or the run ended without its completion event.
+    pub failed: bool,
+}
+
+/// Where a turn's text is shown while it streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Live {
+    Stdout,
+    Stderr,
+    Off,
+}
+
+/// One tool call of the current turn, for its result line and the spinner.
+struct Call {
+    id: String,
+    name: String,
+    args: String,
+    /// The latest chunk or progress note.
+    note: Option<String>,
+    running: bool,
+}
+
+/// Prints a run's events (see the module doc).
+pub struct Renderer {
+    spinner: Spinner,
+    format: Format,
+    live: Live,
+    calls: Vec<Call>,
+    /// Whether the current turn's text was shown while it streamed.
+    shown_live: bool,
+    stdout_at_line_start: bool,
+    stderr_at_line_start: bool,
+}
+
+impl Renderer {
+    /// A renderer printing in `format`, with `spinner` while tools run (people only).
+    pub fn new(spinner: Spinner, format: Format) -> Self {
+        let (out, err) = (
+            std::io::stdout().is_terminal(),
+            std::io::stderr().is_terminal(),
+        );
+        let live = match (out, err) {
+            (true, true) => Live::Stdout,
+            (_, true) => Live::Stderr,
+            _ => Live::Off,
+        };
+        Self {
+            spinner,
+            format,
+            live,
+            calls: Vec::new(),
+            shown_live: false,
+            stdout_at_line_start: true,
+            stderr_at_line_start: true,
+        }
+    }
+
+    /// Renders the events of `events` until the run completes. Safe to call again after
+    /// the future was dropped part-way (the state is in the renderer and the stream).
+    pub async fn render(&mut self, events: &mut EventStream) -> RunSummary {
+        let mut summary = RunSummary::default();
+        let mut completed = false;
+        while let Some(event) = events.recv().await {
+            self.event(&event, &mut summary);
+            // Child invocations end with a completion of their own; the root's is the last.
+            if matches!(event.kind, EventKind::RunCompleted) && event.parent_invocation_id.is_none()
+            {
+                completed = true;
+                break;
+            }
+        }
+        self.spinner.hide();
+        self.end_lines();
+        if !completed {
+            summary.failed = true;
+            eprintln!("toolbelt: error: the run ended without completing");
+        }
+        summary
+    }
+
+    fn event(&mut self, event: &Event, summary: &mut RunSummary) {
+        if let EventKind::Error { message, .. } = &event.kind {
+            summary.failed = true;
+            self.spinner.hide();
+            self.end_lines();
+            eprintln!("toolbelt: error: {message}");
+        }
+        if let EventKind::Warning { message } = &event.kind {
+            self.end_stderr_line();
+            self.spinner
+                .println(&format!("toolbelt: warning: {message}"));
+        }
+        match self.format {
+            Format::Json => print_json(event),
+            Format::Human => self.human(&event.kind),
+        }
+    }
+
+    fn human(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::ModelDelta { delta } if !delta.content.is_empty() => {
+                match self.live {
+                    Live::Stdout => self.write_stdout(&delta.content),
+                    Live::Stderr => self.write_stderr(&delta.content),
+                    Live::Off => return,
+                }
+                self.shown_live = true;
+            }
+            EventKind::ModelResponse { message, .. } => self.model_response(message),
+            EventKind::ToolChunk { call_id, chunk, .. } => {
+                self.note(call_id, last_line(&chunk.content.to_text()));
+            }
+            EventKind::ToolProgress {
+                call_id, update, ..
+            } => {
+                let note = match (&update.message, update.total) {
+                    (Some(message), _) => last_line(message),
+                    (None, Some(total)) => Some(format!("{}/{total}", update.progress)),
+                    (None, None) => Some(update.progress.to_string()),
+                };
+                self.note(call_id, note);
+            }
+            EventKind::ToolResult { result } => self.tool_result(result),
+            EventKind::PendingToolCalls { calls } => {
+                let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
+                self.spinner.println(&format!(
+                    "toolbelt: {} tool calls were handed back unrun: {}",
+                    calls.len(),
+                    names.join(", ")
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    /// The end of a model turn: its text goes where it belongs (see the module doc), and
+    /// the calls it makes start running.
+    fn model_response(&mut self, message: &Message) {
+        self.spinner.hide();
+        let answer = message.tool_calls.is_empty();
+        let text = message.content.as_str();
+        match (self.shown_live, self.live) {
+            (true, Live::Stdout) => self.end_stdout_line(),
+            (true, _) => {
+                self.end_stderr_line();
+                if answer {
+                    self.write_stdout(text);
+                    self.end_stdout_line();
+                }
+            }
+            (false, _) if text.is_empty() => {}
+            (false, _) if answer => {
+                self.write_stdout(text);
+                self.end_stdout_line();
+            }
+            (false, _) => {
+                self.write_stderr(text);
+                self.end_stderr_line();
+            }
+        }
+        self.shown_live = false;
+        if answer {
+            return;
+        }
+        self.end_lines();
+        self.calls = message
+            .tool_calls
+            .iter()
+            .map(|c| Call {
+                id: c.id.clone(),
+                name: c.name().to_string(),
+                args: short_args(c.arguments()),
+                note: None,
+                running: true,
+            })
+            .collect();
+        self.update_spinner();
+    }
+
+    fn note(&mut self, call_id: &str, note: Option<String>) {
+        if let Some(call) = self.calls.iter_mut().find(|c| c.id == call_id)
+            && note.is_some()
+        {
+            call.note = note;
+            self.update_spinner();
+        }
+    }
+
+    /// Prints the line of a finished call ([`result_line`]) and updates the spinner.
+    fn tool_result(&mut self, result: &ToolResult) {
+        let args = match self.calls.iter_mut().find(|c| c.id == result.call_id) {
+            Some(call) => {
+                call.running = false;
+                call.args.clone()
+            }
+            None => String::new(),
+        };
+        self.end_lines();
+        self.spinner.println(&result_line(result, &args));
+        self.update_spinner();
+    }
+
+    /// The spinner names the calls still running ([`spinner_label`]); it stops when none is.
+    fn update_spinner(&self) {
+        if self.format == Format::Json {
+            return;
+        }
+        match spinner_label(&self.calls) {
+            Some(label) => self.spinner.show(label),
+            None => self.spinner.hide(),
+        }
+    }
+
+    fn write_stdout(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.stdout_at_line_start = text.ends_with('\n');
+    }
+
+    fn write_stderr(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+        self.stderr_at_line_start = text.ends_with('\n');
+    }
+
+    fn end_stdout_line(&mut self) {
+        if !self.stdout_at_line_start {
+            self.write_stdout("\n");
+        }
+    }
+
+    fn end_stderr_line(&mut self) {
+        if !self.stderr_at_line_start {
+            self.write_stderr("\n");
+        }
+    }
+
+    fn end_lines(&mut self) {
+        self.end_stdout_line();
+        self.end_stderr_line();
+    }
+}
+
+/// What the spinner says: the one running call with its latest chunk or progress note, or
+/// how many calls run and their names; `None` when no call runs.
+fn spinner_label(calls: &[Call]) -> Option<String> {
+    let running: Vec<&Call> = calls.iter().filter(|c| c.running).collect();
+    let label = match running.as_slice() {
+        [] => return None,
+        [one] => match &one.note {
+            Some(note) => format!("{}({}) {note}", one.name, one.args),
+            None => format!("{}({})", one.name, one.args),
+        },
+        many => {
+            let names: Vec<&str> = many.iter().map(|c| c.name.as_str()).collect();
+            format!("{} tools running: {}", many.len(), names.join(", "))
+        }
+    };
+    Some(clip(&label, LABEL_CHARS))
+}
+
+/// One line for a finished call: mark, name, short arguments, duration, and a preview of
+/// what it returned (none for a silent success: the tool meant it for the model only), with
+/// a note per image or other block.
+fn result_line(result: &ToolResult, args: &str) -> String {
+    let mark = if result.is_error { '✗' } else { '✓' };
+    let mut line = format!("{mark} {}({args}) {} ms", result.name, result.duration_ms);
+    if !result.silent || result.is_error {
+        line.push_str(" → ");
+        line.push_str(&preview(&result.content));
+    }
+    for note in result.blocks.iter().filter_map(block_note) {
+        line.push_str(&format!(" [{note}]"));
+    }
+    line
+}
+
+/// One event as one line of JSON on stdout (the `--json` format).
+fn print_json(event: &Event) {
+    match serde_json::to_string(event) {
+        Ok(line) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        Err(err) => eprintln!("toolbelt: error: an event could not be written as JSON: {err}"),
+    }
+}
+
+/// A short note for a block a terminal line cannot show (none for text).
+fn block_note(block: &ContentBlock) -> Option<String> {
+    let size = |base64: &str| format_size(base64.len() / 4 * 3);
+    match block {
+        ContentBlock::Text { .. } => None,
+        ContentBlock::Image { mime_type, data } => {
+            Some(format!("image {mime_type}, {}", size(data)))
+        }
+        ContentBlock::Audio { mime_type, data } => {
+            Some(format!("audio {mime_type}, {}", size(data)))
+        }
+        ContentBlock::ResourceLink { uri, .. } | ContentBlock::Resource { uri, .. } => {
+            Some(format!("resource {}", clip(uri, NOTE_CHARS)))
+        }
+    }
+}
+
+fn format_size(bytes: usize) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{} KB", bytes / 1024),
+        _ => format!("{:.1} MB", bytes as f64 / 1_048_576.0),
+    }
+}
+
+/// Arguments shortened for one line: `key=value` pairs of a JSON object, values clipped.
+pub fn short_args(arguments: &str) -> String {
+    let text = match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                format!("{k}={}", clip(&one_line(&v), 40))
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => one_line(arguments),
+    };
+    clip(&text, ARGS_CHARS)
+}
+
+/// The start of a result on one line.
+fn preview(content: &str) -> String {
+    let text = one_line(content.trim());
+    if text.is_empty() {
+        "(empty)".to_string()
+    } else {
+        clip(&text, PREVIEW_CHARS)
+    }
+}
+
+/// The last non-blank line of `text`, clipped, for the spinner.
+fn last_line(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| clip(&one_line(l), NOTE_CHARS))
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut clipped: String = text.chars().take(max.saturating_sub(1)).collect();
+    clipped.push('…');
+    clipped
+}
+
+/// A spinner on stderr while tools run, drawn only when stderr is a terminal. Lines printed
+/// through it ([`Spinner::println`]) never mix with its frame.
+#[derive(Clone)]
+pub struct Spinner {
+    state: Arc<Mutex<SpinnerState>>,
+    enabled: bool,
+}
+
+#[derive(Default)]
+struct SpinnerState {
+    label: Option<String>,
+    /// How many approval questions are open (the spinner stays off the line meanwhile).
+    paused: usize,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Spinner {
+    /// A spinner for a run printed in `format`: it draws only for people, and only if
+    /// stderr is a terminal.
+    pub fn new(format: Format) -> Self {
+        Self {
+            state: Arc::default(),
+            enabled: format == Format::Human && std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpinnerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Spins with `label` (starting if it was not spinning).
+    pub fn show(&self, label: String) {
+        if !self.enabled {
+            return;
+        }
+        let mut state = self.lock();
+        state.label = Some(label);
+        if state.task.is_none() {
+            let shared = self.state.clone();
+            state.task = Some(tokio::spawn(async move {
+                const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+                for frame in FRAMES.iter().cycle() {
+                    {
+                        let state = shared.lock().unwrap_or_else(|p| p.into_inner());
+                        if let (Some(label), 0) = (&state.label, state.paused) {
+                            eprint!("\r\x1b[2K{frame} {label}");
+                            let _ = std::io::stderr().flush();
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }));
+        }
+    }
+
+    /// Stops spinning and clears its line.
+    pub fn hide(&self) {
+        if !self.enabled {
+            return;
+        }
+        let mut state = self.lock();
+        if let Some(task) = state.task.take() {
+            task.abort();
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+        }
+        state.label = None;
+    }
+
+    /// Prints `line` on stderr above the spinner.
+    pub fn println(&self, line: &str) {
+        let _state = self.enabled.then(|| self.lock());
+        let mut err = std::io::stderr().lock();
+        if self.enabled {
+            let _ = err.write_all(b"\r\x1b[2K");
+        }
+        let _ = writeln!(err, "{line}");
+        let _ = err.flush();
+    }
+
+    /// Keeps the spinner off its line until the guard is dropped (while a question waits
+    /// for its answer).
+    pub fn pause(&self) -> PausedSpinner {
+        if self.enabled {
+            self.lock().paused += 1;
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+        }
+        PausedSpinner(self.clone())
+    }
+}
+
+/// Resumes the spinner when dropped.
+pub struct PausedSpinner(Spinner);
+
+impl Drop for PausedSpinner {
+    fn drop(&mut self) {
+        if self.0.enabled {
+            let mut state = self.0.lock();
+            state.paused = state.paused.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_shortened_to_one_line() {
+        assert_eq!(
+            short_args(r#"{"file_path":"a.txt","limit":3}"#),
+            "file_path=a.txt, limit=3"
+        );
+        let long = format!(r#"{{"content":"{}"}}"#, "x".repeat(100));
+        let short = short_args(&long);
+        assert!(
+            short.chars().count() <= ARGS_CHARS && short.ends_with('…'),
+            "{short}"
+        );
+        assert_eq!(short_args("not json\nat all"), "not json at all");
+    }
+
+    #[test]
+    fn previews_fit_one_line() {
+        assert_eq!(preview("  alpha\nbeta\n"), "alpha beta");
+        assert_eq!(preview(""), "(empty)");
+        assert_eq!(preview(&"y".repeat(200)).chars().count(), PREVIEW_CHARS);
+    }
+
+    #[test]
+    fn a_result_line_shows_a_preview_unless_silent_and_notes_images() {
+        let mut result = ToolResult::new("c1", "Shot", "took a screenshot");
+        result.duration_ms = 12;
+        result.blocks = vec![ContentBlock::image("image/png", "A".repeat(8))];
+        assert_eq!(
+            result_line(&result, "x=1"),
+            "✓ Shot(x=1) 12 ms → took a screenshot [image image/png, 6 B]"
+        );
+        result.silent = true;
+        result.blocks.clear();
+        assert_eq!(result_line(&result, "x=1"), "✓ Shot(x=1) 12 ms");
+        // A failure is always shown.
+        result.is_error = true;
+        result.content = "Error: no display".into();
+        assert_eq!(
+            result_line(&result, ""),
+            "✗ Shot() 12 ms → Error: no display"
+        );
+    }
+
+    #[test]
+    fn the_spinner_names_the_calls_still_running() {
+        let call = |id: &str, name: &str, note: Option<&str>, running| Call {
+            id: id.into(),
+            name: name.into(),
+            args: "a=1".into(),
+            note: note.map(Into::into),
+            running,
+        };
+        let mut calls = vec![
+            call("c1", "Bash", Some("compiling"), true),
+            call("c2", "Grep", None, true),
+            call("c3", "Read", None, false),
+        ];
+        assert_eq!(
+            spinner_label(&calls).unwrap(),
+            "2 tools running: Bash, Grep"
+        );
+        calls[1].running = false;
+        assert_eq!(spinner_label(&calls).unwrap(), "Bash(a=1) compiling");
+        calls[0].running = false;
+        assert_eq!(spinner_label(&calls), None);
+    }
+
+    #[test]
+    fn an_image_block_gets_a_note_with_its_type_and_size() {
+        let image = ContentBlock::image("image/png", "A".repeat(4096));
+        assert_eq!(block_note(&image).unwrap(), "image image/png, 3 KB");
+        assert_eq!(block_note(&ContentBlock::text("hi")), None);
+    }
+
+    #[test]
+    fn the_spinner_note_is_the_last_non_blank_line() {
+        assert_eq!(last_line("one\ntwo\n\n").as_deref(), Some("two"));
+        assert_eq!(last_line("  \n"), None);
+    }
+}
