@@ -391,6 +391,10 @@ mod tests {
             EventKind::Warning {
                 message: "cut".into(),
             },
+            EventKind::Error {
+                kind: ErrorKind::Session,
+                message: "database is locked".into(),
+            },
             EventKind::RunCompleted,
         ];
         for kind in kinds {
