@@ -1,10 +1,14 @@
 //! # toolbelt-agent: the agent loop
 //!
-//! - [`LlmAgent`]: a model, an instruction, tools and tool sets; each turn it sends the
-//!   conversation and the visible tools to the model and runs the calls through the
-//!   [`toolbelt_exec::Executor`] (serial or parallel, results in call order, unknown tools
-//!   answered with suggestions, optional JSON repair), until the model answers without tools
-//!   or [`LlmAgentBuilder::max_tool_iterations`] is reached (an error event).
+//! - [`LlmAgent`]: a model, an instruction, tools and tool sets (in a
+//!   [`toolbelt_exec::Registry::layered`] over the executor's registry); each turn it sends
+//!   the conversation and the visible tools to the model and runs the calls through
+//!   [`toolbelt_exec::Executor::execute_batch_stream`] (the executor's mode, repair and
+//!   validation unless the agent or the run sets them; unknown tools answered with
+//!   suggestions; streamed chunks, progress and each result as events when they happen),
+//!   until the model answers without tools or [`LlmAgentBuilder::max_tool_iterations`] is
+//!   reached (an error event). [`LlmAgent::tools`] and [`LlmAgent::invoke_tool`] work
+//!   outside a run.
 //! - [`Runner`]: `run(user_id, session_id, input, options)` → an [`EventStream`] of
 //!   [`Event`]s: a header plus an [`EventKind`] (input, model deltas and responses, tool
 //!   chunks, progress and results as they happen, warnings, errors) and always, last,

@@ -122,7 +122,8 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Adds a tool set.
+    /// Adds a tool set (listed and renamed on clash by the agent's [`Registry`]: a tool
+    /// whose name is taken is offered as `{set}_{tool}`).
     pub fn tool_set(mut self, set: DynToolSet) -> Self {
         self.tool_sets.push(set);
         self
@@ -141,8 +142,10 @@ impl LlmAgentBuilder {
     }
 
     /// Runs the calls of one turn concurrently (through [`ExecutionMode::Parallel`]) or one
-    /// after another (the default). Results are in call order either way. Calls of tools not
-    /// declared concurrency-safe still take turns with each other.
+    /// after another ([`ExecutionMode::Serial`]). Without this (or
+    /// [`LlmAgentBuilder::execution_mode`]) the executor's configured mode applies. Results
+    /// are shown as each call ends and sent to the model in call order either way; calls of
+    /// tools not declared concurrency-safe still take turns with each other.
     pub fn parallel_tools(mut self, parallel: bool) -> Self {
         self.mode = Some(if parallel {
             ExecutionMode::Parallel
@@ -159,9 +162,12 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Retries failing tool calls by `policy` (the executor's retry middleware). With an
-    /// executor of your own ([`LlmAgentBuilder::executor`]) add the middleware there instead;
-    /// giving both is a configuration error.
+    /// Retries failing tool calls on `policy`'s schedule, through the executor's
+    /// [`Retry`] middleware and its default rule: transient failures of tools not declared
+    /// non-idempotent (so plain function tools, which declare nothing, are retried; an
+    /// unknown outcome never is). With an executor of your own
+    /// ([`LlmAgentBuilder::executor`]) add the middleware there instead; giving both is a
+    /// configuration error.
     pub fn tool_retry(mut self, policy: RetryPolicy) -> Self {
         self.tool_retry = Some(policy);
         self
@@ -173,7 +179,8 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Lists the tool sets again at the start of every run (default: list once, keep).
+    /// Lists the agent's tool sets again at the start of every run
+    /// ([`ToolSetRefresh::OnRun`]; default: list once and keep, [`ToolSetRefresh::Cached`]).
     pub fn refresh_tool_sets_on_run(mut self, refresh: bool) -> Self {
         self.refresh_tool_sets_on_run = refresh;
         self
@@ -199,8 +206,10 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Uses this executor (its registry's tools become the agent's tools too). Without one,
-    /// the agent builds its own over a fresh registry.
+    /// Uses this executor: its registry's tools are offered too, below the agent's own
+    /// (which shadow them by name and are never added to it), and its configuration (mode,
+    /// repair, validation, hooks, middleware) applies wherever the agent sets nothing.
+    /// Without one, the agent builds its own over a fresh registry.
     pub fn executor(mut self, executor: Executor) -> Self {
         self.executor = Some(executor);
         self
