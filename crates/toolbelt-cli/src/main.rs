@@ -87,5 +87,8 @@ fn main() -> ExitCode {
             Command::Chat(args) => chat::run(args).await,
         }
     });
+    // The command has closed what it opened. A read of stdin still pending (chat left at its
+    // prompt) runs on a blocking thread that would hold the process open forever.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     common::finish(outcome)
 }

@@ -501,3 +501,64 @@ async fn a_model_server_that_never_answers_fails_the_run_within_the_given_limits
     assert!(out.stdout.is_empty());
     drop(silent);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_cut_at_the_token_limit_is_a_warning_on_stderr() {
+    let dir = project();
+    let server = ScriptedServer::start([Reply::truncated("The notes say alp")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "what do my notes say?", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "The notes say alp\n");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("toolbelt: warning: "))
+        .unwrap_or_else(|| panic!("no warning in:\n{stderr}"));
+    assert!(
+        warning.contains("length") || warning.contains("limit"),
+        "{warning}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigint_at_the_chat_prompt_leaves_with_130() {
+    let dir = project();
+    let server = ScriptedServer::start([]).await.unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["chat", "--dir"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        // stdin stays open and silent: chat waits at its prompt.
+        let mut child = command.spawn().expect("start toolbelt");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        // The sandbox line comes once the tools are open, just before the prompt.
+        std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(line.contains("sandbox"), "{line}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: sending a signal to the child we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        for _ in 0..300 {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        None
+    })
+    .await
+    .unwrap()
+    .expect("chat did not leave within 30 s of SIGINT");
+    assert_eq!(out.code(), Some(130));
+}
