@@ -688,6 +688,31 @@ async fn tool_sets_added_and_removed_between_runs_are_never_closed_by_the_agent(
 }
 
 #[tokio::test]
+async fn a_set_tool_whose_name_is_taken_is_offered_under_the_sets_prefix_and_called_there() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "files_read", r#"{"from":"set"}"#),
+        Reply::text("ok"),
+    ])
+    .await
+    .unwrap();
+    let files = CountingSet::new("files", vec![echo("read"), echo("write")]);
+    let agent = agent("a", &server, false)
+        .tool(echo("read"))
+        .tool_set(files as DynToolSet)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s", "read", RunOptions::new()).await;
+    no_errors(&events);
+    let mut offered = server.requests()[0].tool_names();
+    offered.sort();
+    assert_eq!(offered, ["files_read", "read", "write"], "nothing dropped");
+    let result = results(&events)[0];
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(result.content, r#"{"from":"set"}"#);
+}
+
+#[tokio::test]
 async fn refresh_on_run_lists_tool_sets_every_run() {
     let server = ScriptedServer::start_with(|_| Reply::text("ok"))
         .await
