@@ -76,6 +76,10 @@ pub struct OAuthArgs {
     /// has one, from TOOLBELT_OAUTH_CLIENT_SECRET); default: register dynamically.
     #[arg(long, value_name = "ID")]
     oauth_client_id: Option<String>,
+    /// The https URL of a client ID metadata document you host, used as the client id where
+    /// the authorization server accepts them.
+    #[arg(long, value_name = "URL")]
+    oauth_client_metadata_url: Option<String>,
     /// The loopback port of the redirect URI, for a pre-registered client whose redirect URI
     /// names one; default: any free port.
     #[arg(long, value_name = "PORT")]
@@ -89,6 +93,7 @@ impl OAuthArgs {
         let any = self.oauth_no_browser
             || self.oauth_browser
             || self.oauth_client_id.is_some()
+            || self.oauth_client_metadata_url.is_some()
             || self.oauth_redirect_port.is_some();
         if !any {
             return Ok(());
@@ -110,6 +115,9 @@ impl OAuthArgs {
             oauth.client_secret = std::env::var(CLIENT_SECRET_VAR)
                 .ok()
                 .filter(|s| !s.is_empty());
+        }
+        if self.oauth_client_metadata_url.is_some() {
+            oauth.client_metadata_url = self.oauth_client_metadata_url.clone();
         }
         if self.oauth_redirect_port.is_some() {
             oauth.redirect_port = self.oauth_redirect_port;

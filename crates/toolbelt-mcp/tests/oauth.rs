@@ -267,6 +267,29 @@ async fn a_preregistered_confidential_client_skips_registration() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_client_metadata_document_is_the_client_id_where_the_server_accepts_one() {
+    const DOCUMENT: &str = "https://client.example/toolbelt.json";
+    for (twist, registrations) in [(Twist::MetadataDocuments, 0), (Twist::None, 1)] {
+        let world = OAuthWorld::start(twist).await;
+        let tokens = tempfile::tempdir().unwrap();
+        let mut config = config(&world, tokens.path(), AuthorizeMode::Follow);
+        if let Some(oauth) = config.oauth.as_mut() {
+            oauth.client_metadata_url = Some(DOCUMENT.into());
+        }
+        assert_eq!(call(config, "echo", "doc").await.unwrap(), "doc");
+        let log = world.log();
+        assert_eq!(
+            log.count("register"),
+            registrations,
+            "{twist:?}: {:?}",
+            log.events
+        );
+        let used = log.authorizations[0]["client_id"] == DOCUMENT;
+        assert_eq!(used, registrations == 0, "{twist:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_redirect_with_a_forged_state_is_refused_and_no_token_is_stored() {
     let world = OAuthWorld::start(Twist::WrongState).await;
     let tokens = tempfile::tempdir().unwrap();

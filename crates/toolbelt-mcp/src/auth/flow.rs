@@ -228,8 +228,15 @@ async fn authorize(
     };
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
 
-    let client = match &oauth.client_id {
-        Some(client_id) => {
+    // The client: pre-registered, else a client ID metadata document the server accepts,
+    // else a dynamic registration (the MCP specification's order).
+    let accepts_metadata_documents = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let client = match (&oauth.client_id, &oauth.client_metadata_url) {
+        (Some(client_id), _) => {
             let mut client =
                 OAuthClientConfig::new(client_id, &redirect_uri).with_scopes(scopes.clone());
             if let Some(secret) = &oauth.client_secret {
@@ -238,7 +245,18 @@ async fn authorize(
             manager.configure_client(client.clone()).map_err(describe)?;
             client
         }
-        None => manager
+        (None, Some(document)) if accepts_metadata_documents => {
+            if !document.starts_with("https://") {
+                return Err(format!(
+                    "the client metadata document {document} must be an https URL"
+                ));
+            }
+            let client =
+                OAuthClientConfig::new(document, &redirect_uri).with_scopes(scopes.clone());
+            manager.configure_client(client.clone()).map_err(describe)?;
+            client
+        }
+        _ => manager
             .register_client(
                 oauth.client_name.as_deref().unwrap_or("toolbelt"),
                 &redirect_uri,

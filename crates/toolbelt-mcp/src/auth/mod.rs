@@ -4,7 +4,8 @@
 //! authorized the way the MCP specification describes: protected resource metadata
 //! (RFC 9728, from the challenge or the well-known URL), authorization server metadata
 //! (RFC 8414 or OpenID discovery, its `issuer` checked), a client from the configuration
-//! ([`OAuthConfig::client_id`]) or dynamic registration (RFC 7591), the authorization code
+//! ([`OAuthConfig::client_id`]), a client ID metadata document
+//! ([`OAuthConfig::client_metadata_url`]) or dynamic registration (RFC 7591), the authorization code
 //! flow with PKCE (S256) and the `resource` parameter (RFC 8707), scopes from the challenge
 //! or the metadata, a loopback redirect listener on 127.0.0.1, and the token exchange.
 //! Tokens are kept per server in a file of mode 0600 (see [`default_token_dir`]) and used
@@ -80,6 +81,11 @@ pub struct OAuthConfig {
     /// The secret of a pre-registered confidential client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// The https URL of a client ID metadata document you host, used as the client id by
+    /// authorization servers that accept them (`client_id_metadata_document_supported`)
+    /// when no [`client_id`](Self::client_id) is set; others get a dynamic registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
     /// The scopes to ask for; empty: the challenge's, else the protected resource's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
@@ -106,6 +112,7 @@ impl std::fmt::Debug for OAuthConfig {
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| "[REDACTED]"),
             )
+            .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .field("client_name", &self.client_name)
             .field("redirect_port", &self.redirect_port)

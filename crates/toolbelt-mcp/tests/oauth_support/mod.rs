@@ -47,6 +47,8 @@ pub enum Twist {
     WrongIssuer,
     /// The redirect carries another `state` than the request's.
     WrongState,
+    /// The server accepts client ID metadata documents (any https client id).
+    MetadataDocuments,
 }
 
 /// What the client did, in order.
@@ -240,6 +242,7 @@ async fn as_metadata(State(auth): State<AuthServer>) -> Response {
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
         "scopes_supported": [READ_SCOPE, ADMIN_SCOPE],
+        "client_id_metadata_document_supported": auth.twist == Twist::MetadataDocuments,
     }))
     .into_response()
 }
@@ -287,6 +290,9 @@ async fn authorize(
             uris.is_empty() && redirect_uri.starts_with("http://127.0.0.1:")
         }
         Some(uris) => uris.contains(&redirect_uri),
+        None if auth.twist == Twist::MetadataDocuments && client_id.starts_with("https://") => {
+            redirect_uri.starts_with("http://127.0.0.1:")
+        }
         None => false,
     };
     if !known || param("response_type") != "code" || param("code_challenge_method") != "S256" {
