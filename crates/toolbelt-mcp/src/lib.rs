@@ -15,6 +15,9 @@
 //! - [`McpBroker`]: four tools (`mcp_list_servers`, `mcp_list_tools`, `mcp_inspect_tools`,
 //!   `mcp_call`) through which a model discovers servers and tools on demand instead of
 //!   seeing every tool up front (see [`broker`]).
+//! - [`auth`]: OAuth 2.1 for streamable HTTP servers ([`OAuthConfig`] in a server's
+//!   configuration, [`auth::login`] ahead of time): discovery, dynamic or pre-registered
+//!   clients, PKCE, refresh, step-up; tokens per server in a 0600 file.
 //! - [`McpError`]: every failure names the server and the step ([`Step`]), and is classified
 //!   ([`FailureKind`]) so that only connection failures are retried.
 //!
