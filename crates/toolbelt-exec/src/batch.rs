@@ -322,7 +322,7 @@ impl Executor {
     /// call.
     pub fn execute_batch_stream<'a>(
         &'a self,
-        ctx: &'a ToolContext,
+        ctx: &ToolContext,
         calls: &'a [ToolCall],
         options: &'a BatchOptions,
     ) -> BatchStream<'a> {
@@ -331,13 +331,15 @@ impl Executor {
 
     fn batch_events<'a>(
         &'a self,
-        ctx: &'a ToolContext,
+        ctx: &ToolContext,
         calls: &'a [ToolCall],
         options: &'a BatchOptions,
         forward: bool,
     ) -> BatchStream<'a> {
         let (events, receiver) = Events::channel(forward);
-        BatchStream::new(Box::pin(self.drive(ctx, calls, options, events)), receiver)
+        let ctx = ctx.clone();
+        let driver = async move { self.drive(&ctx, calls, options, events).await };
+        BatchStream::new(Box::pin(driver), receiver)
     }
 
     /// Schedules the batch; every call ends with its `Done` event.

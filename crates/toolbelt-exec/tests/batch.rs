@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::{Probe, any_object, echo, probed, tool};
 use toolbelt_core::{ToolContext, ToolError, ToolMeta, ToolOutput};
 use toolbelt_exec::{
-    BatchItem, BatchOptions, ExecutionFilter, ExecutionMode, Executor, Registry, ToolCall,
+    BatchItem, BatchOptions, CallResult, ExecutionFilter, ExecutionMode, Executor, Registry,
+    ToolCall,
 };
 
 /// A registry with two safe tools, one undeclared, one unsafe and a third safe one, all
@@ -380,4 +381,136 @@ async fn a_batch_resolves_names_in_the_given_snapshot() {
         Err(ToolError::UnknownTool { .. })
     ));
     assert!(items[1].as_done().unwrap().is_success());
+}
+
+/// Runs `call` as a batch of one and returns its result.
+async fn run(executor: &Executor, call: &ToolCall, options: BatchOptions) -> CallResult {
+    let calls = std::slice::from_ref(call);
+    let items = executor
+        .execute_batch(&ToolContext::new(), calls, &options)
+        .await;
+    match items.into_iter().next() {
+        Some(BatchItem::Done(result)) => result,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn per_run_repair_and_validation_override_the_config_and_fall_back_to_it() {
+    let strict = tool(
+        "strict",
+        serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        ToolMeta::default(),
+        |_, args| async move { Ok(ToolOutput::text(args)) },
+    );
+    let registry = Arc::new(Registry::new());
+    registry.register_arc(strict).unwrap();
+    let broken = ToolCall::new("c1", "strict", "{n: 1,}");
+    let wrong_type = ToolCall::new("c1", "strict", r#"{"n":"one"}"#);
+
+    // The config says no repair: a run that sets nothing gets none, a run that asks gets it.
+    let no_repair = Executor::new(registry.clone());
+    let result = run(&no_repair, &broken, BatchOptions::new()).await;
+    assert!(
+        matches!(result.result, Err(ToolError::InvalidArguments { .. })),
+        "{result:?}"
+    );
+    let result = run(&no_repair, &broken, BatchOptions::new().repair_json(true)).await;
+    assert_eq!(result.model_text(), r#"{"n":1}"#);
+    assert!(result.was_repaired());
+
+    // The config says repair: a run that sets nothing repairs, a run that says no does not.
+    let repairing = Executor::builder(registry.clone())
+        .repair_json(true)
+        .build();
+    assert!(
+        run(&repairing, &broken, BatchOptions::new())
+            .await
+            .was_repaired()
+    );
+    let result = run(&repairing, &broken, BatchOptions::new().repair_json(false)).await;
+    assert!(matches!(
+        result.result,
+        Err(ToolError::InvalidArguments { .. })
+    ));
+
+    // Validation the same way.
+    let validating = Executor::new(registry.clone());
+    let result = run(&validating, &wrong_type, BatchOptions::new()).await;
+    assert!(matches!(
+        result.result,
+        Err(ToolError::SchemaViolation { .. })
+    ));
+    let result = run(
+        &validating,
+        &wrong_type,
+        BatchOptions::new().validate_arguments(false),
+    )
+    .await;
+    assert_eq!(result.model_text(), r#"{"n":"one"}"#);
+    let lax = Executor::builder(registry)
+        .validate_arguments(false)
+        .build();
+    let result = run(
+        &lax,
+        &wrong_type,
+        BatchOptions::new().validate_arguments(true),
+    )
+    .await;
+    assert!(matches!(
+        result.result,
+        Err(ToolError::SchemaViolation { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_run_that_sets_no_mode_gets_the_executors_mode() {
+    let probe = Arc::new(Probe::default());
+    let registry = Arc::new(Registry::new());
+    registry
+        .register_all([
+            probed("a", Some(true), &probe),
+            probed("b", Some(true), &probe),
+        ])
+        .unwrap();
+    let calls = [
+        ToolCall::new("c1", "a", "{}"),
+        ToolCall::new("c2", "b", "{}"),
+    ];
+    let parallel = Executor::builder(registry)
+        .mode(ExecutionMode::Parallel)
+        .build();
+
+    parallel
+        .execute_batch(&ToolContext::new(), &calls, &BatchOptions::new())
+        .await;
+    assert_eq!(
+        probe.max_overall(),
+        2,
+        "the executor's Parallel mode applies"
+    );
+
+    let probe_serial = Arc::new(Probe::default());
+    let registry = Arc::new(Registry::new());
+    registry
+        .register_all([
+            probed("a", Some(true), &probe_serial),
+            probed("b", Some(true), &probe_serial),
+        ])
+        .unwrap();
+    let parallel = Executor::builder(registry)
+        .mode(ExecutionMode::Parallel)
+        .build();
+    parallel
+        .execute_batch(
+            &ToolContext::new(),
+            &calls,
+            &BatchOptions::new().mode(ExecutionMode::Serial),
+        )
+        .await;
+    assert_eq!(
+        probe_serial.max_overall(),
+        1,
+        "the run's Serial mode overrides it"
+    );
 }

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{any_object, echo, tool};
+use toolbelt_core::{Declaration, StaticToolSet};
 use toolbelt_core::{
     DynTool, ToolContext, ToolError, ToolFilter, ToolMeta, ToolOutput, ToolSet, async_trait,
 };
-use toolbelt_exec::{Executor, Registry, RegistryError, ToolSetRefresh};
+use toolbelt_exec::{Executor, Registry, RegistryError, ToolSetOptions, ToolSetRefresh};
 
 #[test]
 fn names_are_sorted_and_duplicates_are_refused_unless_replacing() {
@@ -255,4 +256,230 @@ async fn concurrent_registrations_from_many_threads_are_all_kept() {
         handle.join().unwrap();
     }
     assert_eq!(registry.tool_names().len(), 200);
+}
+
+/// A tool named `name` whose description says where it comes from.
+fn from(origin: &str, name: &str) -> DynTool {
+    struct Labeled(Declaration);
+    #[async_trait]
+    impl toolbelt_core::Tool for Labeled {
+        fn declaration(&self) -> &Declaration {
+            &self.0
+        }
+        async fn call(&self, _ctx: ToolContext, _args: &str) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("called"))
+        }
+    }
+    Arc::new(Labeled(Declaration::new(name, origin).unwrap()))
+}
+
+fn static_set(name: &str, tools: &[&str]) -> Arc<StaticToolSet> {
+    Arc::new(StaticToolSet::new(
+        name,
+        tools.iter().map(|tool| from(name, tool)).collect(),
+    ))
+}
+
+/// Each visible name with the set (description) it comes from.
+fn origins(snapshot: &toolbelt_exec::ToolSnapshot) -> Vec<(String, String)> {
+    snapshot
+        .tools()
+        .map(|t| (t.name().to_string(), t.declaration().description.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn clash_renaming_follows_registration_order_whatever_order_the_sets_list_in() {
+    let ctx = ToolContext::new();
+    let mut results = Vec::new();
+    for listing_order in [["a", "b"], ["b", "a"]] {
+        let registry = Registry::new();
+        registry.register_arc(from("direct", "read")).unwrap();
+        registry
+            .add_tool_set(static_set("a", &["search", "read"]), ToolSetRefresh::Cached)
+            .unwrap();
+        registry
+            .add_tool_set(
+                static_set("b", &["search", "fetch"]),
+                ToolSetRefresh::Cached,
+            )
+            .unwrap();
+        for set in listing_order {
+            registry.refresh_tool_set(&ctx, set).await.unwrap();
+        }
+        results.push(origins(&registry.current()));
+    }
+    let expected: Vec<(String, String)> = [
+        ("a_read", "a"),
+        ("b_search", "b"),
+        ("fetch", "b"),
+        ("read", "direct"),
+        ("search", "a"),
+    ]
+    .map(|(n, o)| (n.to_string(), o.to_string()))
+    .to_vec();
+    assert_eq!(results[0], expected);
+    assert_eq!(
+        results[1], expected,
+        "the same names whichever set listed first"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_whose_prefixed_name_is_taken_too_is_left_out_and_reported() {
+    let ctx = ToolContext::new();
+    let registry = Registry::new();
+    registry
+        .register_all([from("direct", "x"), from("direct", "srv_x")])
+        .unwrap();
+    registry
+        .add_tool_set(static_set("srv", &["x", "y", "y"]), ToolSetRefresh::Cached)
+        .unwrap();
+    let snapshot = registry.snapshot(&ctx).await;
+    assert_eq!(snapshot.names().collect::<Vec<_>>(), ["srv_x", "x", "y"]);
+    assert_eq!(
+        snapshot.get("srv_x").unwrap().declaration().description,
+        "direct"
+    );
+    let errors: Vec<(String, String)> = snapshot
+        .errors()
+        .iter()
+        .map(|(set, err)| (set.clone(), err.to_string()))
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0].0, "srv");
+    assert!(
+        errors[0].1.contains("\"x\"") && errors[0].1.contains("\"srv_x\" is taken"),
+        "{}",
+        errors[0].1
+    );
+    assert!(
+        errors[1].1.contains("\"y\"") && errors[1].1.contains("twice"),
+        "{}",
+        errors[1].1
+    );
+    // The errors stay visible without listing again.
+    assert_eq!(registry.current().errors().len(), 2);
+}
+
+#[tokio::test]
+async fn an_always_prefixed_set_offers_every_tool_under_its_name() {
+    let ctx = ToolContext::new();
+    let registry = Registry::new();
+    registry
+        .add_tool_set(
+            static_set("github", &["search", "issues"]),
+            ToolSetOptions::new().always_prefix(true),
+        )
+        .unwrap();
+    registry
+        .add_tool_set(static_set("local", &["search"]), ToolSetRefresh::Cached)
+        .unwrap();
+    let snapshot = registry.snapshot(&ctx).await;
+    assert_eq!(
+        origins(&snapshot),
+        [
+            ("github_issues".to_string(), "github".to_string()),
+            ("github_search".to_string(), "github".to_string()),
+            ("search".to_string(), "local".to_string()),
+        ]
+    );
+    let executor = Executor::new(Arc::new(registry));
+    let out = executor
+        .invoke_tool(ctx, "github_search", "{}")
+        .await
+        .unwrap();
+    assert_eq!(out.llm_text(), "called");
+}
+
+/// Lists `hung_tool` once, then never answers again.
+struct HangsAfterFirstListing {
+    listings: AtomicUsize,
+}
+
+#[async_trait]
+impl ToolSet for HangsAfterFirstListing {
+    fn name(&self) -> &str {
+        "hangs"
+    }
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        if self.listings.fetch_add(1, Ordering::SeqCst) == 0 {
+            Ok(vec![echo("hung_tool")])
+        } else {
+            std::future::pending().await
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_set_that_never_answers_times_out_keeps_its_last_listing_and_is_reported() {
+    let ctx = ToolContext::new();
+    let registry = Registry::new().with_listing_timeout(std::time::Duration::from_millis(200));
+    registry
+        .add_tool_set(
+            Arc::new(HangsAfterFirstListing {
+                listings: AtomicUsize::new(0),
+            }),
+            ToolSetRefresh::OnRun,
+        )
+        .unwrap();
+    registry
+        .add_tool_set(counting("fine"), ToolSetRefresh::OnRun)
+        .unwrap();
+    let first = registry.snapshot(&ctx).await;
+    assert_eq!(first.names().collect::<Vec<_>>(), ["dyn_1", "hung_tool"]);
+    assert!(first.errors().is_empty());
+
+    // The second listing of `hangs` never ends: the snapshot still does, with the set's
+    // last listing, an error entry, and the other set's new listing.
+    let second = tokio::time::timeout(std::time::Duration::from_secs(60), registry.snapshot(&ctx))
+        .await
+        .expect("a hanging set must not stall the snapshot");
+    assert_eq!(second.names().collect::<Vec<_>>(), ["dyn_2", "hung_tool"]);
+    assert_eq!(second.errors().len(), 1);
+    assert_eq!(second.errors()[0].0, "hangs");
+    assert!(
+        second.errors()[0]
+            .1
+            .to_string()
+            .contains("took longer than 200ms"),
+        "{}",
+        second.errors()[0].1
+    );
+}
+
+#[tokio::test]
+async fn a_replaced_set_keeps_its_place_in_the_naming_order() {
+    let ctx = ToolContext::new();
+    let registry = Registry::new();
+    registry
+        .add_tool_set(static_set("first", &["t"]), ToolSetRefresh::Cached)
+        .unwrap();
+    registry
+        .add_tool_set(static_set("second", &["t"]), ToolSetRefresh::Cached)
+        .unwrap();
+    registry.snapshot(&ctx).await;
+    let replacement = Arc::new(StaticToolSet::new("first", vec![from("first, again", "t")]));
+    let old = registry.replace_tool_set(replacement, ToolSetRefresh::Cached);
+    assert_eq!(old.unwrap().name(), "first");
+    assert_eq!(registry.tool_set_names(), ["first", "second"]);
+    let snapshot = registry.snapshot(&ctx).await;
+    assert_eq!(
+        origins(&snapshot),
+        [
+            ("second_t".to_string(), "second".to_string()),
+            ("t".to_string(), "first, again".to_string()),
+        ]
+    );
+    assert!(registry.remove_tool_set("first").is_some());
+    assert_eq!(
+        origins(&registry.current()),
+        [("t".to_string(), "second".to_string())]
+    );
+    assert!(
+        registry
+            .replace_tool_set(static_set("third", &[]), ToolSetRefresh::Cached)
+            .is_none()
+    );
+    assert_eq!(registry.tool_set_names(), ["second", "third"]);
 }
