@@ -1,17 +1,4 @@
 //! Events: everything a run reports, in order, to its caller and to the session.
-//!
-//! An [`Event`] is a header (ids, author, time) plus an [`EventKind`] whose variants carry
-//! exactly their data. The JSON form is a stable format (`toolbelt run --json` prints one
-//! event per line): the header fields, then `"type"` naming the variant in snake_case, then
-//! the variant's fields, for example
-//!
-//! ```json
-//! {"id":"…","invocation_id":"…","author":"calculator","timestamp_ms":1733222400000,
-//!  "type":"tool_result","result":{"call_id":"call_1","name":"multiply","content":"100.0",
-//!  "is_error":false,"duration_ms":0}}
-//! ```
-//!
-//! New variants and new optional fields may be added; existing names do not change.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -198,13 +185,33 @@ impl EventKind {
     }
 }
 
-/// One event of a run.
+/// One event of a run: a header (ids, author, time) plus an [`EventKind`] whose variants
+/// carry exactly their data.
 ///
 /// A run yields, in order: the caller's input, then for every model turn its deltas (when
 /// streaming), its complete response and, if it called tools, their chunks, progress and
 /// results as they come; then, after the last turn (or an error), [`EventKind::RunCompleted`].
 /// Every event but deltas, chunks and progress is stored in the session before the caller
 /// sees it.
+///
+/// # JSON form
+///
+/// A stable format (`toolbelt run --json` prints one event per line, sessions store it): the
+/// header fields, then `"type"` naming the variant in snake_case
+/// ([`EventKind::type_name`]), then the variant's fields. Optional fields that are unset are
+/// left out. For example:
+///
+/// ```json
+/// {"id":"…","invocation_id":"…","author":"calculator","timestamp_ms":1764756000000,
+///  "type":"tool_result","result":{"call_id":"call_1","name":"multiply","content":"100.0",
+///  "is_error":false,"duration_ms":0}}
+/// {"id":"…","invocation_id":"…","author":"calculator","timestamp_ms":1764756000001,
+///  "type":"error","kind":"session","message":"session store: database is locked"}
+/// {"id":"…","invocation_id":"…","author":"calculator","timestamp_ms":1764756000002,
+///  "type":"run_completed"}
+/// ```
+///
+/// New variants and new optional fields may be added; existing names do not change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Unique id.

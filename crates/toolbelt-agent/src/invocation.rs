@@ -22,7 +22,8 @@ pub struct RunOptions {
     /// an [`EventKind::PendingToolCalls`] event and the run ends so the caller can run them and resume
     /// with role=tool messages.
     pub execution_filter: Option<ExecutionFilter>,
-    /// Repairs malformed JSON arguments for this run (`None`: the agent's setting).
+    /// Repairs malformed JSON arguments for this run (`None`: the agent's setting, else the
+    /// executor's).
     pub repair_json: Option<bool>,
     /// Values tools can read through [`Invocation::runtime_state`].
     pub runtime_state: Map<String, Value>,
