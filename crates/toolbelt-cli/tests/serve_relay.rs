@@ -7,9 +7,8 @@
 
 mod serve_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 use serve_support::*;
@@ -36,95 +35,6 @@ fn py_server() -> String {
     path.display().to_string()
 }
 
-/// An MCP server over stdio spoken to in raw JSON-RPC lines; killed when dropped.
-struct RawStdio {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl RawStdio {
-    /// Starts `program args…` and completes the `initialize` handshake.
-    fn start(program: &str, args: &[String]) -> Self {
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the server starts");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut peer = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 1,
-        };
-        let init = peer.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        peer
-    }
-
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Sends a request and returns the response to it (skipping notifications).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let mut message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method});
-        if !params.is_null() {
-            message["params"] = params;
-        }
-        self.request_raw(message)
-    }
-
-    /// Sends `message` (given an id here) and returns the response with that id.
-    fn request_raw(&mut self, mut message: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        message["id"] = json!(id);
-        self.send(&message);
-        loop {
-            let mut line = String::new();
-            let read = self.stdout.read_line(&mut line).expect("read a line");
-            assert!(
-                read > 0,
-                "the server closed stdout before answering {message}"
-            );
-            let Ok(value) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if value.get("id") == Some(&json!(id)) {
-                return value;
-            }
-        }
-    }
-
-    /// The listed tools by name.
-    fn tools(&mut self) -> Vec<Value> {
-        let listed = self.request("tools/list", json!({}));
-        listed["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no tools in {listed}"))
-            .clone()
-    }
-}
-
-impl Drop for RawStdio {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn find<'a>(tools: &'a [Value], name: &str) -> &'a Value {
     tools
         .iter()
@@ -138,6 +48,7 @@ fn aggregated_tools_are_listed_as_their_server_lists_them() {
     let upstream = direct.tools();
     let (_dir, args) = served_with_py();
     let mut serve = RawStdio::start(toolbelt(), &args);
+    serve.wait_for_upstreams();
     let relayed = serve.tools();
 
     // `add`: no annotations; `titled`: a title and a `_meta`, no description, no annotations; `echo` and
@@ -170,6 +81,7 @@ fn aggregated_tools_are_listed_as_their_server_lists_them() {
 fn an_unknown_content_block_does_not_fail_the_call() {
     let (_dir, args) = served_with_py();
     let mut serve = RawStdio::start(toolbelt(), &args);
+    serve.wait_for_upstreams();
     let answer = serve.request("tools/call", json!({"name": "video", "arguments": {}}));
     let result = &answer["result"];
     assert_ne!(result["isError"], true, "{answer}");
@@ -235,6 +147,47 @@ fn malformed_call_params_get_invalid_params_over_stdio() {
             .contains("no/such/method")
     );
     // The session still works.
+    assert!(!serve.tools().is_empty());
+}
+
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_without_a_storm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = RawStdio::start(
+        toolbelt(),
+        &[
+            "serve".into(),
+            "--stdio".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+        ],
+    );
+    serve.send_line("this is not json");
+    let answer = serve.next_message();
+    assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Parse error"),
+        "{answer}"
+    );
+    // A burst of garbage (a peer echoing errors back) is answered a bounded number of times,
+    // and the session goes on: the ping after it is answered.
+    for _ in 0..200 {
+        serve.send_line("{not json either");
+    }
+    let ping = serve.request("ping", json!({}));
+    assert!(ping.get("result").is_some(), "{ping}");
+    let answered = serve.skipped().len();
+    assert!(
+        (1..200).contains(&answered),
+        "{answered} parse errors answered for 200 bad lines"
+    );
+    // A line of JSON split by nothing else still works, and so does a blank line.
+    serve.send_line("");
     assert!(!serve.tools().is_empty());
 }
 

@@ -18,6 +18,14 @@ Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
                   the marker file that server writes when its call is cancelled
     streaming     call the `count` streaming tool with a progress callback and the typed
                   `stats` tool (output schema) of toolbelt-mcp's in-process server test
+    silent        time initialize and tools/list (an aggregated server never answers); read
+                  the status resource
+    relay         through serve aggregating the Python fixture server: logging level,
+                  progress and log messages of a call, resources, templates, a subscription
+                  and its update, prompts, completions, content annotations
+
+Every scenario but `silent` first waits (reading `toolbelt://status`) until the aggregated
+servers, which serve connects in the background, are up.
 """
 
 import asyncio
@@ -38,13 +46,36 @@ TRANSPORT = sys.argv[2]
 TARGET = sys.argv[3:]
 
 
+async def upstream_status(session):
+    """The aggregated servers as `toolbelt://status` lists them."""
+    read = await session.read_resource("toolbelt://status")
+    return json.loads(read.contents[0].text)["servers"]
+
+
+async def wait_for_upstreams(session, limit=60.0):
+    """Waits until every aggregated server has connected or failed once (serve connects them
+    in the background), so a scenario sees their tools."""
+    if not session.get_server_capabilities().resources:
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        servers = await upstream_status(session)
+        if all(s["state"] != "connecting" or s.get("attempt", 1) > 1 for s in servers):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the aggregated servers never came up: {servers}")
+
+
 @asynccontextmanager
-async def connect(message_handler=None):
+async def connect(message_handler=None, logging_callback=None, wait=True):
+    kwargs = {"message_handler": message_handler, "logging_callback": logging_callback}
     if TRANSPORT == "stdio":
         params = StdioServerParameters(command=TARGET[0], args=TARGET[1:], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, message_handler=message_handler) as session:
+            async with ClientSession(read, write, **kwargs) as session:
                 await session.initialize()
+                if wait:
+                    await wait_for_upstreams(session)
                 yield session
     else:
         headers = {}
@@ -52,8 +83,10 @@ async def connect(message_handler=None):
         if token:
             headers["Authorization"] = f"Bearer {token}"
         async with streamablehttp_client(TARGET[0], headers=headers) as (read, write, _):
-            async with ClientSession(read, write, message_handler=message_handler) as session:
+            async with ClientSession(read, write, **kwargs) as session:
                 await session.initialize()
+                if wait:
+                    await wait_for_upstreams(session)
                 yield session
 
 
@@ -231,7 +264,91 @@ async def streaming():
         }
 
 
-SCENARIOS = {"cancel_aggregated": cancel_aggregated, "streaming": streaming, "tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
+async def silent():
+    """Times initialize and tools/list with an aggregated server that never answers."""
+    started = time.monotonic()
+    async with connect(wait=False) as session:
+        initialized = time.monotonic() - started
+        started = time.monotonic()
+        listed = await session.list_tools()
+        listing = time.monotonic() - started
+        return {
+            "initialize_seconds": initialized,
+            "list_seconds": listing,
+            "tools": sorted(t.name for t in listed.tools),
+            "status": await upstream_status(session),
+        }
+
+
+async def relay():
+    """Everything an aggregated server offers besides tools, through serve."""
+    logs = []
+    updated = asyncio.Event()
+    updates = []
+
+    async def on_log(params):
+        logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+
+    async def on_message(message):
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ResourceUpdatedNotification
+        ):
+            updates.append(str(message.root.params.uri))
+            updated.set()
+
+    progress_updates = []
+
+    async def on_progress(value, total, message):
+        progress_updates.append({"progress": value, "total": total, "message": message})
+
+    async with connect(message_handler=on_message, logging_callback=on_log) as session:
+        caps = session.get_server_capabilities()
+        report = {"capabilities": caps.model_dump(exclude_none=True)}
+        await session.set_logging_level("debug")
+        report["upstream_level"] = describe(await session.call_tool("log_level", {}))["text"]
+        worked = await session.call_tool(
+            "progress_and_log", {"steps": 3}, progress_callback=on_progress
+        )
+        report["progress_and_log"] = describe(worked)
+        report["progress"] = progress_updates
+        # Log notifications may trail the response a little.
+        deadline = time.monotonic() + 10
+        while len(logs) < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        report["logs"] = logs
+        resources = (await session.list_resources()).resources
+        report["resources"] = [r.model_dump(by_alias=True, exclude_none=True, mode="json")
+                               for r in resources]
+        report["read_greeting"] = (await session.read_resource("memo://greeting")).model_dump(
+            by_alias=True, exclude_none=True, mode="json")
+        templates = (await session.list_resource_templates()).resourceTemplates
+        report["templates"] = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                               for t in templates]
+        report["read_note"] = (await session.read_resource("memo://notes/abc")).model_dump(
+            by_alias=True, exclude_none=True, mode="json")
+        await session.subscribe_resource("memo://greeting")
+        report["touch"] = describe(await session.call_tool("touch", {"uri": "memo://greeting"}))
+        await asyncio.wait_for(updated.wait(), timeout=30)
+        report["updated"] = updates
+        prompts = (await session.list_prompts()).prompts
+        report["prompts"] = [p.model_dump(by_alias=True, exclude_none=True) for p in prompts]
+        report["prompt"] = (await session.get_prompt("greet", {"name": "Ann"})).model_dump(
+            by_alias=True, exclude_none=True, mode="json")
+        completed = await session.complete(
+            types.PromptReference(type="ref/prompt", name="greet"), {"name": "name", "value": "Al"}
+        )
+        report["completion"] = completed.completion.values
+        annotated = await session.call_tool("annotated", {})
+        report["annotated"] = annotated.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            await session.read_resource("memo://nowhere/else")
+            report["unknown_resource"] = None
+        except McpError as err:
+            report["unknown_resource"] = {"code": err.error.code, "message": err.error.message}
+        return report
+
+
+SCENARIOS = {"silent": silent, "relay": relay, "cancel_aggregated": cancel_aggregated, "streaming": streaming, "tour": tour, "progress": progress, "cancel": cancel, "list_changed": list_changed}
 
 if __name__ == "__main__":
     report = anyio.run(SCENARIOS[SCENARIO])

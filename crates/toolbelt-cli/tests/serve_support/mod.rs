@@ -6,11 +6,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The `toolbelt` binary under test.
 pub fn toolbelt() -> &'static str {
@@ -315,4 +315,145 @@ pub fn send_post(authority: &str, headers: &[(&str, &str)], body: &str) -> TcpSt
         .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     stream
+}
+
+/// An MCP server over stdio spoken to in raw JSON-RPC lines; killed when dropped.
+pub struct RawStdio {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+    /// The messages read while waiting for a response, not yet looked at.
+    skipped: Vec<Value>,
+}
+
+impl RawStdio {
+    /// Starts `program args…` (stderr discarded) and completes the `initialize` handshake.
+    pub fn start(program: &str, args: &[String]) -> Self {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut peer = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+            skipped: Vec::new(),
+        };
+        let init = peer.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        peer.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        peer
+    }
+
+    /// Writes one line as it is.
+    pub fn send_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message the server writes.
+    pub fn next_message(&mut self) -> Value {
+        loop {
+            let mut line = String::new();
+            let read = self.stdout.read_line(&mut line).expect("read a line");
+            assert!(read > 0, "the server closed stdout");
+            if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                return value;
+            }
+        }
+    }
+
+    /// The messages passed over while waiting for responses since the last call.
+    pub fn skipped(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns the response to it (skipping notifications).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let mut message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method});
+        if !params.is_null() {
+            message["params"] = params;
+        }
+        self.request_raw(message)
+    }
+
+    /// Sends `message` (given an id here) and returns the response with that id.
+    pub fn request_raw(&mut self, mut message: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        message["id"] = json!(id);
+        self.send(&message);
+        loop {
+            let mut line = String::new();
+            let read = self.stdout.read_line(&mut line).expect("read a line");
+            assert!(
+                read > 0,
+                "the server closed stdout before answering {message}"
+            );
+            let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if value.get("id") == Some(&json!(id)) {
+                return value;
+            }
+            self.skipped.push(value);
+        }
+    }
+
+    /// Reads `toolbelt://status` until every aggregated server has connected or failed once
+    /// (serve connects them in the background); returns the servers' entries.
+    pub fn wait_for_upstreams(&mut self) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let read = self.request("resources/read", json!({"uri": "toolbelt://status"}));
+            let text = read["result"]["contents"][0]["text"]
+                .as_str()
+                .unwrap_or("{}");
+            let status: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+            let servers = status["servers"].as_array().cloned().unwrap_or_default();
+            let settled = servers
+                .iter()
+                .all(|s| s["state"] != "connecting" || s["attempt"].as_u64() > Some(1));
+            if settled {
+                return servers;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the aggregated servers never came up: {servers:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The listed tools.
+    pub fn tools(&mut self) -> Vec<Value> {
+        let listed = self.request("tools/list", json!({}));
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {listed}"))
+            .clone()
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

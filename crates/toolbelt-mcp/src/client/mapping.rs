@@ -17,7 +17,16 @@ use toolbelt_core::{ContentBlock, Declaration, MAX_TOOL_NAME_LEN, Payload, ToolM
 ///   content came;
 /// - `isError: true` sets [`ToolOutput::is_error`]; `_meta` becomes [`ToolOutput::meta`].
 pub fn map_call_result(result: CallToolResult) -> ToolOutput {
-    let blocks: Vec<ContentBlock> = result.content.into_iter().filter_map(map_block).collect();
+    // What a block carries besides its content is kept for a relay (`relay.rs`).
+    let mut blocks = Vec::with_capacity(result.content.len());
+    let mut extras = Vec::with_capacity(result.content.len());
+    for block in result.content {
+        let kept = super::relay::block_extras(&block);
+        if let Some(block) = map_block(block) {
+            blocks.push(block);
+            extras.push(kept);
+        }
+    }
     let for_llm = if blocks.is_empty() {
         match &result.structured_content {
             Some(value) => Payload::Json(value.clone()),
@@ -30,9 +39,13 @@ pub fn map_call_result(result: CallToolResult) -> ToolOutput {
     ToolOutput {
         for_llm,
         blocks,
-        structured: result.structured_content,
+        structured: result.structured_content.clone(),
         is_error: result.is_error.unwrap_or(false),
-        meta: result.meta.map(|meta| meta.0),
+        meta: super::relay::mark_relayed(
+            result.meta.map(|meta| meta.0),
+            extras,
+            result.structured_content.is_some(),
+        ),
         ..ToolOutput::default()
     }
 }

@@ -286,3 +286,73 @@ impl Inner {
         .await
     }
 }
+
+/// The private `_meta` key under which a result read from a server keeps what a
+/// [`ToolOutput`](toolbelt_core::ToolOutput) has no place for, so that serving it again
+/// (`toolbelt serve` relaying an aggregated server) passes it on unchanged: each content
+/// block's `annotations` (audience, priority) and `_meta`, and that `structuredContent` came
+/// from the server. The server takes the key out before answering.
+pub(crate) const RELAYED_META_KEY: &str = "toolbelt/relayed";
+
+/// A content block's `annotations` and `_meta`, as an object (empty when it has neither).
+pub(crate) fn block_extras(block: &rmcp::model::ContentBlock) -> serde_json::Value {
+    let mut extras = JsonObject::new();
+    if let Ok(serde_json::Value::Object(mut raw)) = serde_json::to_value(block) {
+        for key in ["annotations", "_meta"] {
+            if let Some(value) = raw.remove(key) {
+                extras.insert(key.into(), value);
+            }
+        }
+    }
+    serde_json::Value::Object(extras)
+}
+
+/// `meta` with the relay record added when there is something to keep: the blocks' extras
+/// (one per block kept, in order) and whether the server sent structured content.
+pub(crate) fn mark_relayed(
+    meta: Option<JsonObject>,
+    extras: Vec<serde_json::Value>,
+    structured: bool,
+) -> Option<JsonObject> {
+    let any_extras = extras
+        .iter()
+        .any(|e| e.as_object().is_some_and(|e| !e.is_empty()));
+    if !any_extras && !structured {
+        return meta;
+    }
+    let mut meta = meta.unwrap_or_default();
+    meta.insert(
+        RELAYED_META_KEY.into(),
+        serde_json::json!({"blocks": extras, "structured": structured}),
+    );
+    Some(meta)
+}
+
+/// What [`mark_relayed`] kept, taken out of `meta` (which becomes `None` when nothing else
+/// was in it).
+pub(crate) struct Relayed {
+    /// Each block's `annotations` and `_meta`, in the order of the output's blocks.
+    pub blocks: Vec<JsonObject>,
+    /// The server sent `structuredContent`.
+    pub structured: bool,
+}
+
+pub(crate) fn take_relayed(meta: &mut Option<JsonObject>) -> Option<Relayed> {
+    let record = meta.as_mut()?.remove(RELAYED_META_KEY)?;
+    if meta.as_ref().is_some_and(JsonObject::is_empty) {
+        *meta = None;
+    }
+    let blocks = record["blocks"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .map(|b| b.as_object().cloned().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Relayed {
+        blocks,
+        structured: record["structured"].as_bool().unwrap_or(false),
+    })
+}

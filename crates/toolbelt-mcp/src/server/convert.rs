@@ -7,7 +7,9 @@ use rmcp::model::Resource as McpResource;
 use rmcp::model::{
     CallToolResult, ContentBlock as McpContent, ResourceContents, Tool as McpTool, ToolAnnotations,
 };
-use toolbelt_core::{ContentBlock, Declaration, Payload, ToolError, ToolOutput};
+use toolbelt_core::{ContentBlock, Declaration, JsonObject, Payload, ToolError, ToolOutput};
+
+use crate::client::relay::take_relayed;
 
 /// An MCP tool listing entry for a declaration: name, title, description, schemas,
 /// annotations from the behaviour hints and `_meta` from the client metadata.
@@ -108,26 +110,54 @@ fn mcp_content(block: &ContentBlock) -> McpContent {
 /// otherwise hand clients data they cannot check. The structured value is the output's
 /// [`ToolOutput::structured`], or its JSON object payload when the tool set none.
 pub fn call_result(output: &ToolOutput, declares_output_schema: bool) -> CallToolResult {
+    let mut meta = output.meta.clone();
+    let relayed = take_relayed(&mut meta);
     let text = output.llm_text();
     let mut content = Vec::with_capacity(1 + output.blocks.len());
     if output.blocks.is_empty() || (!text.is_empty() && !derived_from_blocks(&text, output)) {
         content.push(McpContent::text(text));
     }
+    let first_block = content.len();
     content.extend(output.blocks.iter().map(mcp_content));
+    if let Some(relayed) = &relayed {
+        restore_block_extras(&mut content[first_block..], &relayed.blocks);
+    }
     let mut result = if output.is_error {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
     };
-    if declares_output_schema && !output.is_error {
+    if relayed.as_ref().is_some_and(|r| r.structured) {
+        // An aggregated server's structured content, as it sent it.
+        result.structured_content = output.structured.clone();
+    } else if declares_output_schema && !output.is_error {
         result.structured_content = match (&output.structured, &output.for_llm) {
             (Some(value), _) => Some(value.clone()),
             (None, Payload::Json(value @ serde_json::Value::Object(_))) => Some(value.clone()),
             (None, _) => None,
         };
     }
-    result.meta = output.meta.clone().map(rmcp::model::MetaObject::from);
+    result.meta = meta.map(rmcp::model::MetaObject::from);
     result
+}
+
+/// Puts back each block's `annotations` and `_meta` as the aggregated server sent them.
+fn restore_block_extras(blocks: &mut [McpContent], extras: &[JsonObject]) {
+    if blocks.len() != extras.len() {
+        return; // an after hook changed the blocks: what was kept no longer fits
+    }
+    for (block, extras) in blocks.iter_mut().zip(extras) {
+        if extras.is_empty() {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(mut raw)) = serde_json::to_value(&*block) else {
+            continue;
+        };
+        raw.extend(extras.clone());
+        if let Ok(restored) = serde_json::from_value(serde_json::Value::Object(raw)) {
+            *block = restored;
+        }
+    }
 }
 
 /// Whether the model's text is only the blocks' summaries (what an aggregated MCP server's

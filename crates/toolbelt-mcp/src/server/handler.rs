@@ -224,7 +224,15 @@ impl ToolServer {
         if let Some(forwarder) = &progress {
             ctx = ctx.with_progress(forwarder.sink());
         }
-        let tool = self.executor.registry().get(&request.name);
+        let mut tool = self.executor.registry().get(&request.name);
+        if tool.is_none()
+            && let Some(relay) = &self.relay
+        {
+            // Perhaps the tool of a server still starting: wait for its first attempt.
+            relay.upstreams().first_attempts_done().await;
+            self.executor.registry().snapshot(&ctx).await;
+            tool = self.executor.registry().get(&request.name);
+        }
         if let Some(filter) = &self.filter {
             // A hidden tool is unknown; and the executor's "did you mean" could name hidden
             // tools, so with a filter an unknown name gets no suggestions.

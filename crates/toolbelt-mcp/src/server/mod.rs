@@ -49,6 +49,7 @@
 mod convert;
 mod handler;
 mod http;
+mod line_filter;
 mod malformed;
 mod relay;
 mod sessions;

@@ -7,15 +7,21 @@
 //! stdin and stdout are pipes (how MCP clients start servers) they are driven by the IO
 //! reactor, non-blocking; otherwise (a terminal, a file) stdin is read on a plain thread that is
 //! simply left behind at exit.
+//!
+//! Between the streams and rmcp sits a line filter (`line_filter.rs`): a line that is not
+//! JSON gets a `-32700` parse error with `id: null` (rate-limited), where rmcp would skip it
+//! silently.
 
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolServer;
+use super::line_filter::LineFilter;
 
 /// Serves `server` on this process's stdin and stdout until the client disconnects or
 /// `shutdown` is cancelled.
@@ -23,14 +29,29 @@ pub async fn serve_stdio(
     server: ToolServer,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let running = if is_fifo(std::io::stdin().as_fd()) && is_fifo(std::io::stdout().as_fd()) {
-        let serving = server.serve(rmcp::transport::io::stdio_pipes());
-        start(serving, &shutdown).await?
-    } else {
-        let serving = server.serve((stdin_on_a_thread()?, tokio::io::stdout()));
-        start(serving, &shutdown).await?
-    };
-    let Some(running) = running else {
+    let (reader, writer, filter) =
+        if is_fifo(std::io::stdin().as_fd()) && is_fifo(std::io::stdout().as_fd()) {
+            let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+            LineFilter::start(stdin, stdout)
+        } else {
+            LineFilter::start(stdin_on_a_thread()?, tokio::io::stdout())
+        };
+    let served = serve_filtered(server, reader, writer, &shutdown).await;
+    // rmcp's last answers go out before the process ends.
+    filter.finish(FLUSH_LIMIT).await;
+    served
+}
+
+/// How long the end of the session waits for rmcp's last messages to reach stdout.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
+async fn serve_filtered(
+    server: ToolServer,
+    reader: tokio::io::DuplexStream,
+    writer: tokio::io::DuplexStream,
+    shutdown: &CancellationToken,
+) -> Result<(), std::io::Error> {
+    let Some(running) = start(server.serve((reader, writer)), shutdown).await? else {
         return Ok(());
     };
     let stop = running.cancellation_token();

@@ -107,6 +107,8 @@ pub struct Upstreams {
     pub(crate) options: UpstreamOptions,
     /// Told when a server connects, so the server can announce its resources and prompts.
     connected: Arc<tokio::sync::Notify>,
+    /// How many servers have not finished their first attempt yet (0 when all have).
+    first_attempts: tokio::sync::watch::Sender<usize>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -133,10 +135,13 @@ impl Upstreams {
                 })
             })
             .collect();
+        let servers: Vec<Arc<Upstream>> = servers;
+        let (first_attempts, _) = tokio::sync::watch::channel(servers.len());
         Self {
             servers: Arc::new(servers),
             options,
             connected: Arc::default(),
+            first_attempts,
         }
     }
 
@@ -168,15 +173,28 @@ impl Upstreams {
             let upstream = upstream.clone();
             let timeout = self.options.connect_timeout;
             let connected = self.connected.clone();
+            let first_attempts = self.first_attempts.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
+                let attempted =
+                    || first_attempts.send_modify(|left| *left = left.saturating_sub(1));
                 tokio::select! {
                     _ = stop.cancelled() => {}
                     // A permit is kept when nobody waits, so the watcher never misses one.
-                    _ = connect_until_up(&upstream, timeout) => connected.notify_one(),
+                    _ = connect_until_up(&upstream, timeout, attempted) => connected.notify_one(),
                 }
             });
         }
+    }
+
+    /// Waits until every server has finished its first attempt to connect (connected or
+    /// failed), at most the connect timeout. A call naming a tool nobody offers yet waits
+    /// here, so a client that knows a server's tool from an earlier session can call it
+    /// right after start-up.
+    pub(crate) async fn first_attempts_done(&self) {
+        let mut left = self.first_attempts.subscribe();
+        let done = left.wait_for(|left| *left == 0);
+        let _ = tokio::time::timeout(self.options.connect_timeout, done).await;
     }
 
     /// Resolves the next time a server connects.
@@ -194,10 +212,12 @@ impl Upstreams {
     }
 }
 
-/// Tries to connect `upstream` until it works, logging every failure.
-async fn connect_until_up(upstream: &Upstream, timeout: Duration) {
+/// Tries to connect `upstream` until it works, logging every failure; `attempted` runs once,
+/// when the first attempt is over.
+async fn connect_until_up(upstream: &Upstream, timeout: Duration, attempted: impl FnOnce()) {
     let mut delay = RETRY_FIRST;
     let mut attempt = 1;
+    let mut attempted = Some(attempted);
     loop {
         upstream.set_status(UpstreamStatus::Connecting { attempt });
         let ctx = ToolContext::new();
@@ -205,6 +225,9 @@ async fn connect_until_up(upstream: &Upstream, timeout: Duration) {
             Ok(Ok(())) => {
                 upstream.set_status(UpstreamStatus::Connected);
                 tracing::info!(server = %upstream.name, attempt, "aggregated MCP server connected");
+                if let Some(attempted) = attempted.take() {
+                    attempted();
+                }
                 return;
             }
             Ok(Err(err)) => err.to_string(),
@@ -223,6 +246,9 @@ async fn connect_until_up(upstream: &Upstream, timeout: Duration) {
             since: unix_seconds(),
             retry_in_ms: Some(delay.as_millis().try_into().unwrap_or(u64::MAX)),
         });
+        if let Some(attempted) = attempted.take() {
+            attempted();
+        }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(RETRY_LONGEST);
         attempt += 1;
