@@ -7,7 +7,7 @@
 //! - `model_call_only`: one `Model::generate` through the HTTP client with the same messages
 //!   and tool declarations a run sends, collected: the floor the framework adds to.
 //! - `run_text_answer`: a whole `Runner::run` (session, input event, request building,
-//!   history sanitising, the same model call, completion event, runner completion).
+//!   history sanitising, the same model call, response event, `RunCompleted`).
 //!   Framework overhead per turn = this minus `model_call_only`.
 //! - `run_one_tool_round`: two model calls and one instant tool call in between.
 //! - `eight_parallel_100ms_tools`: one run in which the model asks for 8 calls of a tool that
