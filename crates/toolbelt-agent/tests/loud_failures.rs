@@ -274,12 +274,12 @@ async fn a_panicking_child_invocation_ends_with_a_panic_error_and_run_completed(
 }
 
 #[tokio::test]
-async fn a_session_stored_in_the_old_event_format_still_loads() {
+async fn a_session_stored_in_the_old_event_format_still_loads_and_replays_valid_json() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     drop(SqliteSessionService::open(&path).unwrap());
-    // Rows as the version before the event enum wrote them: a question, a call, its result,
-    // the answer.
+    // Rows as the version before the event enum wrote them: a question, a call (with the
+    // broken arguments that version replayed as they were), its result, the answer.
     let old = [
         (
             "user_input",
@@ -287,7 +287,7 @@ async fn a_session_stored_in_the_old_event_format_still_loads() {
         ),
         (
             "chat_completion",
-            r#"{"id":"e2","invocation_id":"i","author":"a","object":"chat_completion","response":{"id":"r","model":"m","partial":false,"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"multiply","arguments":"{\"a\":2,\"b\":3}"}}]}},"done":true,"timestamp_ms":2}"#,
+            r#"{"id":"e2","invocation_id":"i","author":"a","object":"chat_completion","response":{"id":"r","model":"m","partial":false,"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"multiply","arguments":"{\"a\":2,\"b\":3"}}]}},"done":true,"timestamp_ms":2}"#,
         ),
         (
             "tool_response",
@@ -314,6 +314,8 @@ async fn a_session_stored_in_the_old_event_format_still_loads() {
     let server = ScriptedServer::start([Reply::text("You asked for 2 times 3.")])
         .await
         .unwrap();
+    // It refuses unparsable arguments in the history, as vLLM does.
+    server.set_strict(true);
     let sessions = Arc::new(SqliteSessionService::open(&path).unwrap());
     let agent = agent("a", &server, false).build().unwrap();
     let runner = Runner::new("app", Arc::new(agent)).with_session_service(sessions);
@@ -326,6 +328,15 @@ async fn a_session_stored_in_the_old_event_format_still_loads() {
         "the old conversation is replayed, the unreadable row skipped"
     );
     assert_eq!(tool_messages(request), [("call_1".into(), "6.0".into())]);
+    let replayed = request.messages()[2]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let replayed: serde_json::Value = serde_json::from_str(&replayed).unwrap();
+    assert_eq!(
+        replayed[toolbelt_agent::history::MALFORMED_ARGUMENTS_KEY],
+        r#"{"a":2,"b":3"#
+    );
     let types: Vec<&str> = runner
         .sessions()
         .events(&SessionKey::new("app", "user", "s"))
