@@ -69,7 +69,8 @@ pub struct OAuthArgs {
     /// without a browser (for authorization servers that approve without a person).
     #[arg(long)]
     oauth_no_browser: bool,
-    /// On a 401, authorize in the browser (the URL is printed on stderr too).
+    /// On a 401, authorize in the browser (the URL is printed on stderr too); the approval
+    /// must come within --connect-timeout (`toolbelt mcp login` has no such limit).
     #[arg(long, conflicts_with = "oauth_no_browser")]
     oauth_browser: bool,
     /// A client registered with the authorization server ahead of time (its secret, if it

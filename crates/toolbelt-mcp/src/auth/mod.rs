@@ -69,17 +69,28 @@ pub enum AuthorizeMode {
 ///     r#"{"client_id": "my-app", "scopes": ["files:read"], "authorize": "browser"}"#,
 /// )?;
 /// assert_eq!(config.authorize, toolbelt_mcp::AuthorizeMode::Browser);
+/// // As Claude Code writes it:
+/// let config: toolbelt_mcp::OAuthConfig =
+///     serde_json::from_str(r#"{"clientId": "my-app", "callbackPort": 8765}"#)?;
+/// assert_eq!(config.redirect_port, Some(8765));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
+///
+/// The camel-case names other clients write in `mcpServers` files (`clientId`,
+/// `clientSecret`, `callbackPort`) are read too, and fields this crate does not know are
+/// ignored, so one file serves them all.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// A client registered with the authorization server ahead of time; without one the
     /// client registers itself dynamically (RFC 7591).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, alias = "clientId", skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
     /// The secret of a pre-registered confidential client.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "clientSecret",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub client_secret: Option<String>,
     /// The https URL of a client ID metadata document you host, used as the client id by
     /// authorization servers that accept them (`client_id_metadata_document_supported`)
@@ -94,7 +105,11 @@ pub struct OAuthConfig {
     pub client_name: Option<String>,
     /// The loopback port of the redirect URI (default: any free port; a pre-registered
     /// client whose redirect URI names a port needs it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "callbackPort",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub redirect_port: Option<u16>,
     /// Whether and how a connection authorizes on a 401 (default: never; use [`login`]).
     #[serde(default)]
@@ -134,5 +149,39 @@ impl OAuthConfig {
     /// The directory of the token files, if one can be found.
     pub fn token_dir(&self) -> Option<PathBuf> {
         self.token_dir.clone().or_else(default_token_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::McpServersFile;
+
+    #[test]
+    fn an_mcp_servers_entry_carries_oauth_settings_with_variables_expanded() {
+        let file = McpServersFile::parse_with(
+            r#"{"mcpServers": {
+                "ours": {"type": "http", "url": "https://mcp.example/mcp",
+                         "oauth": {"client_id": "app", "client_secret": "${SECRET}",
+                                   "scopes": ["read"], "authorize": "print"}},
+                "theirs": {"type": "http", "url": "https://other.example/mcp",
+                           "oauth": {"clientId": "cc-app", "callbackPort": 8765,
+                                     "authServerMetadataUrl": "https://auth.example/x"}}
+            }}"#,
+            |name| (name == "SECRET").then(|| "s3cret".to_string()),
+        )
+        .unwrap();
+        let ours = file.server("ours").unwrap().oauth.unwrap();
+        assert_eq!(ours.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(ours.scopes, ["read"]);
+        assert_eq!(ours.authorize, AuthorizeMode::Print);
+        assert!(
+            !format!("{ours:?}").contains("s3cret"),
+            "the secret is never in debug output"
+        );
+        let theirs = file.server("theirs").unwrap().oauth.unwrap();
+        assert_eq!(theirs.client_id.as_deref(), Some("cc-app"));
+        assert_eq!(theirs.redirect_port, Some(8765));
+        assert_eq!(theirs.authorize, AuthorizeMode::Never);
     }
 }
