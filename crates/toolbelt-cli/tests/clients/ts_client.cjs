@@ -56,9 +56,22 @@ async function waitForFile(file) {
   throw new Error(`${file} never appeared`);
 }
 
+// Serve connects its aggregated servers in the background: wait (reading the status
+// resource) until each has connected or failed once, so their tools are listed.
+async function waitForUpstreams(client) {
+  for (let i = 0; i < 600; i++) {
+    const read = await client.readResource({ uri: "toolbelt://status" });
+    const servers = JSON.parse(read.contents[0].text).servers;
+    if (servers.every((s) => s.state !== "connecting" || (s.attempt ?? 1) > 1)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("the aggregated servers never came up");
+}
+
 async function main() {
   const client = new Client({ name: "toolbelt-ts-test", version: "1.0.0" });
   await client.connect(transport());
+  await waitForUpstreams(client);
   const listed = await client.listTools();
   const report = {
     tools: listed.tools.map((t) => t.name).sort(),
