@@ -61,12 +61,25 @@ fn remove_headers(meta: &mut serde_json::Map<String, Value>) -> Vec<(String, Str
 /// streamable HTTP error does not chain as a source.
 pub(crate) fn describe_transport_error(err: &DynamicTransportError) -> (FailureKind, String) {
     let inner: &(dyn std::error::Error + 'static) = err.error.as_ref();
-    if let Some(StreamableHttpError::Client(request)) =
-        inner.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-    {
-        return (classify_reqwest(request), sse::error_chain(request));
+    match inner.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+        Some(StreamableHttpError::Client(request)) => {
+            return (classify_reqwest(request), sse::error_chain(request));
+        }
+        Some(StreamableHttpError::Auth(auth)) => return (classify_auth(auth), auth.to_string()),
+        _ => {}
     }
     (classify_error_chain(inner), sse::error_chain(inner))
+}
+
+/// An OAuth failure is the configuration's (a refused or failed authorization, metadata that
+/// fails a check: a new session would fail the same way, and would start another
+/// authorization), except a refresh or request that failed on the way, which may pass later.
+fn classify_auth(err: &rmcp::transport::auth::AuthError) -> FailureKind {
+    use rmcp::transport::auth::AuthError;
+    match err {
+        AuthError::TokenRefreshFailed(_) | AuthError::HttpError(_) => FailureKind::Connection,
+        _ => FailureKind::Configuration,
+    }
 }
 
 /// Converts configured headers into a header map, naming the first bad one.
@@ -117,6 +130,22 @@ mod tests {
         assert_eq!(wire["params"]["_meta"]["trace"], "keep", "{wire}");
         // A second look finds nothing.
         assert!(take_injected_headers(&mut message).is_empty());
+    }
+
+    #[test]
+    fn a_failed_authorization_is_not_retried_by_reconnecting() {
+        use rmcp::transport::auth::AuthError;
+        let failed = StreamableHttpError::<reqwest::Error>::Auth(AuthError::AuthorizationFailed(
+            "the user declined".into(),
+        ));
+        let (kind, message) = describe_transport_error(&DynamicTransportError::new::<
+            rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
+            rmcp::RoleClient,
+        >(failed));
+        assert_eq!(kind, FailureKind::Configuration);
+        assert!(message.contains("the user declined"), "{message}");
+        let flaky = AuthError::TokenRefreshFailed("connection reset".into());
+        assert_eq!(classify_auth(&flaky), FailureKind::Connection);
     }
 
     #[test]
