@@ -366,8 +366,14 @@ fn garbage_lines_over_stdio_do_not_end_the_session() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    // Not JSON: skipped (nothing to answer, see the server module docs). JSON that is not
+    // Not JSON: -32700 with id null (see the server module docs). JSON that is not
     // JSON-RPC: -32600. The ping after both is answered.
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["error"]["code"] == -32700 && a["id"].is_null()),
+        "{answers:?}"
+    );
     assert!(
         answers.iter().any(|a| a["error"]["code"] == -32600),
         "{answers:?}"

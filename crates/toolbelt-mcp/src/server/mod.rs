@@ -15,16 +15,42 @@
 //! - Cancellation: a client's `notifications/cancelled` cancels the call's context.
 //! - `notifications/tools/list_changed` goes to every client on
 //!   [`ToolServer::notify_tools_changed`], and from [`ToolServer::watch_registry`] whenever the
-//!   visible tools change (an aggregated MCP server reported a new list, a tool was added).
+//!   visible tools change (an aggregated MCP server reported a new list or came up, a tool was
+//!   added).
+//! - Aggregated MCP servers ([`Upstreams`], given to [`ToolServer::with_upstreams`]) connect
+//!   in the background, each attempt bounded by [`UpstreamOptions::connect_timeout`] and
+//!   failures retried with a growing delay, so `initialize` and `tools/list` are answered at
+//!   once with whatever is up; a server's tools appear (with `list_changed`) when it connects.
+//!   A `tools/call` naming a tool nobody offers yet waits for the servers' first attempts. The
+//!   status resource `toolbelt://status` (JSON: each server connected, connecting, or failed
+//!   with the error) and the log say where each server stands. A resource rather than a tool:
+//!   the state is for the people and programs watching the server, and a tool would sit in
+//!   every model's tool list.
+//! - The relay is faithful: a server's progress reaches the client under the client's
+//!   progress token; the `logging` capability is declared, `logging/setLevel` is forwarded to
+//!   every server that logs and their `notifications/message` to every client; a client's
+//!   cancellation cancels the server's call; resources (list, templates, read, subscribe and
+//!   updates), prompts (list, get) and completions are relayed. Titles, descriptions,
+//!   annotations (absent ones stay absent), `_meta`, content annotations (audience, priority)
+//!   and structured content pass unchanged (rmcp's types end to end; what Toolbelt's
+//!   `ToolOutput` has no field for rides in a private `_meta` key taken out before answering).
+//! - Names on a clash, one rule for everything an aggregated server offers: the built-in
+//!   tools keep theirs; then, in configuration order, the first connected server keeps a
+//!   name and a later one's is offered as `{server}_{name}` (tools and prompts) or under
+//!   `toolbelt://servers/{server}/{uri}` (resource URIs and templates, the server's name with
+//!   `%` and `/` percent-encoded). A server that is not up yet does not hold its names, so
+//!   when it connects a later server's name can gain its prefix (with `list_changed`);
+//!   [`UpstreamOptions::always_prefix`] prefixes every aggregated name and avoids that.
 //! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped, a bearer
 //!   token (401 without it; required off loopback), `Host` and `Origin` allow lists (403),
 //!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
 //!   graceful shutdown.
 //! - stdio ([`serve_stdio`]): stdout carries only the protocol; a SIGTERM-driven shutdown
 //!   never waits on a blocked stdin read. A line that is JSON but not a JSON-RPC message gets
-//!   a -32600 error; a line that is not JSON is skipped (rmcp's choice, as the other MCP
-//!   SDKs do: there is no id to answer, and answering garbage can start an error storm with
-//!   a peer that echoes it).
+//!   a -32600 error; a line that is not JSON gets a -32700 parse error with `id: null` (rmcp
+//!   would skip it and leave the client waiting). Parse errors are rate-limited to 10 a
+//!   second, so a peer that echoes errors back as garbage cannot start a storm; the lines
+//!   beyond that go unanswered and the log counts them.
 //!
 //! ```no_run
 //! use std::sync::Arc;
