@@ -427,7 +427,8 @@ fn check_against_expected(suite: &Suite, mode: Mode, out: &Path, log: &str) {
 }
 
 /// A table of the run: per scenario its tag and checks passed / failed / warned, then totals
-/// per tag (the conformance figures of BENCHMARKS.md).
+/// per area (core, auth) and kind (spec versions, draft, extension): the conformance figures
+/// of BENCHMARKS.md.
 fn figures(
     mode: Mode,
     listed: &BTreeMap<String, String>,
@@ -441,10 +442,15 @@ fn figures(
     let mut totals: BTreeMap<String, (usize, usize, usize, usize)> = BTreeMap::new();
     for (scenario, checks) in found {
         let tag = listed.get(scenario).cloned().unwrap_or_default();
-        let group = if scenario.starts_with("auth/") {
-            format!("auth [{tag}]")
+        // Dated scenarios (a spec version) apart from draft and extension ones.
+        let area = if scenario.starts_with("auth/") {
+            "auth"
         } else {
-            format!("core [{tag}]")
+            "core"
+        };
+        let group = match tag.as_str() {
+            "draft" | "extension" => format!("{area} ({tag})"),
+            _ => area.to_string(),
         };
         let (passed, failed, warned) = (
             count(checks, "SUCCESS"),
