@@ -1,8 +1,14 @@
 //! Sessions: the stored conversation (events) and state of one user's session.
 //!
-//! [`InMemorySessionService`] keeps sessions in memory; [`SqliteSessionService`] (feature
+//! [`InMemorySessionService`] keeps sessions in memory; `SqliteSessionService` (feature
 //! `sqlite`) in an embedded database file, one transaction per change, so a crash mid-run
 //! loses nothing that was already emitted.
+//!
+//! A store that fails (locked by another process, corrupted, read-only) is never silent: the
+//! run ends with an [`ErrorKind::Session`](crate::ErrorKind::Session) error event sent to the
+//! caller without being stored, before the model is called when the failure comes at the
+//! start of the run. Events stored by versions before the event enum are read in their old
+//! shape, and a row no version can read is skipped with a warning in the log.
 
 #[cfg(feature = "sqlite")]
 mod legacy;
