@@ -4,12 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::join_all;
 use tokio::sync::Semaphore;
 use toolbelt_core::{DynTool, Tool, ToolContext, ToolError};
 
-use crate::events::{BatchEvent, BatchStream, Events};
+use crate::events::{BatchStream, Events};
 use crate::executor::Source;
 use crate::registry::ToolSnapshot;
 use crate::{BatchItem, CallResult, Executor, ExecutorConfig, ToolCall};
@@ -263,23 +262,18 @@ impl Executor {
     ///   every call not started yet fails with [`ToolError::Cancelled`]. Dropping the
     ///   returned future drops every running call.
     ///
-    /// This is [`Executor::execute_batch_stream`] collected, without the chunk and progress
-    /// events (streaming tools are called with [`Tool::call`]).
+    /// This is [`Executor::execute_batch_stream`] (the same scheduling, the same pipeline)
+    /// keeping only the `Done` items, in call order; streaming tools are called with
+    /// [`Tool::call`], which merges their chunks.
     pub async fn execute_batch(
         &self,
         ctx: &ToolContext,
         calls: &[ToolCall],
         options: &BatchOptions,
     ) -> Vec<BatchItem> {
-        let mut items: Vec<Option<BatchItem>> = (0..calls.len()).map(|_| None).collect();
-        let mut events = self.batch_events(ctx, calls, options, false);
-        while let Some(event) = events.next().await {
-            if let BatchEvent::Done { index, item } = event
-                && let Some(slot) = items.get_mut(index)
-            {
-                *slot = Some(item);
-            }
-        }
+        let events = Events::collect(calls.len());
+        self.drive(ctx, calls, options, &events).await;
+        let items = events.into_items();
         items
             .into_iter()
             .zip(calls)
@@ -326,19 +320,9 @@ impl Executor {
         calls: &'a [ToolCall],
         options: &'a BatchOptions,
     ) -> BatchStream<'a> {
-        self.batch_events(ctx, calls, options, true)
-    }
-
-    fn batch_events<'a>(
-        &'a self,
-        ctx: &ToolContext,
-        calls: &'a [ToolCall],
-        options: &'a BatchOptions,
-        forward: bool,
-    ) -> BatchStream<'a> {
-        let (events, receiver) = Events::channel(forward);
+        let (events, receiver) = Events::channel();
         let ctx = ctx.clone();
-        let driver = async move { self.drive(&ctx, calls, options, events).await };
+        let driver = async move { self.drive(&ctx, calls, options, &events).await };
         BatchStream::new(Box::pin(driver), receiver)
     }
 
@@ -348,7 +332,7 @@ impl Executor {
         ctx: &ToolContext,
         calls: &[ToolCall],
         options: &BatchOptions,
-        events: Events,
+        events: &Events,
     ) {
         let registry = self.inner.registry.clone();
         let source = match &options.snapshot {
@@ -360,7 +344,7 @@ impl Executor {
             source,
             ctx,
             settings: options.settings(config),
-            events: &events,
+            events,
         };
         let mode = options.mode.unwrap_or(config.mode);
         let limit = options

@@ -196,7 +196,7 @@ struct Step<'a> {
     entry: Entry,
     call: &'a ToolCall,
     settings: CallSettings,
-    chunks: Option<ChunkSink>,
+    chunks: Option<Arc<ChunkSink>>,
 }
 
 /// Where a call's tool is looked up.
@@ -313,7 +313,7 @@ impl Executor {
         ctx: ToolContext,
         call: &ToolCall,
         settings: CallSettings,
-        chunks: Option<ChunkSink>,
+        chunks: Option<Arc<ChunkSink>>,
     ) -> CallResult {
         let started = Instant::now();
         let entry = source.resolve_entry(&call.name);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
 
 use crate::events::ChunkSink;
@@ -24,7 +25,7 @@ pub struct ToolRequest {
     /// The argument text the tool will receive (after repair, validation and hooks).
     pub arguments: Arc<str>,
     /// Where a streaming tool's chunks go, in a streamed batch.
-    pub(crate) chunks: Option<ChunkSink>,
+    pub(crate) chunks: Option<Arc<ChunkSink>>,
 }
 
 impl std::fmt::Debug for ToolRequest {
@@ -113,14 +114,13 @@ impl<'a> Next<'a> {
 /// Calls the tool, turning a panic into an error. In a streamed batch a streaming tool is
 /// called with `call_stream`, its chunks forwarded as they arrive and merged into one output.
 async fn call_tool(ctx: ToolContext, req: ToolRequest) -> Result<ToolOutput, ToolError> {
-    let call = async {
-        match &req.chunks {
-            Some(chunks) if req.tool.is_streaming() => {
-                let stream = req.tool.call_stream(ctx, &req.arguments).await?;
-                chunks.forward(stream).await
-            }
-            _ => req.tool.call(ctx, &req.arguments).await,
-        }
+    // Either way one boxed future, so the common path's future stays as small as before.
+    let call: BoxFuture<'_, Result<ToolOutput, ToolError>> = match &req.chunks {
+        Some(chunks) if req.tool.is_streaming() => Box::pin(async {
+            let stream = req.tool.call_stream(ctx, &req.arguments).await?;
+            chunks.forward(stream).await
+        }),
+        _ => req.tool.call(ctx, &req.arguments),
     };
     match std::panic::AssertUnwindSafe(call).catch_unwind().await {
         Ok(result) => result,
