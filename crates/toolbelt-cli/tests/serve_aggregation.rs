@@ -94,7 +94,26 @@ fn progress_logs_resources_prompts_and_completions_are_relayed_end_to_end() {
         json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
     );
     let report = python_client("relay", &stdio_target(&args), &served, None);
+    assert_relayed(&report);
+}
 
+#[test]
+fn the_relay_works_over_streamable_http_too() {
+    let served = Served::new();
+    let args = serve_args(
+        &served,
+        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+    );
+    let mut server = HttpServe::start(&args);
+    let target = vec!["http".to_string(), server.url.clone()];
+    let token = server.token.clone().expect("a generated token was printed");
+    let report = python_client("relay", &target, &served, Some(&token));
+    assert_relayed(&report);
+    assert!(server.terminate().success());
+}
+
+/// What the `relay` scenario must have seen (see `clients/py_client.py`).
+fn assert_relayed(report: &Value) {
     let caps = &report["capabilities"];
     for capability in ["logging", "resources", "prompts", "completions", "tools"] {
         assert!(caps.get(capability).is_some(), "{capability} in {caps}");

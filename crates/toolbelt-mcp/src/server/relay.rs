@@ -742,3 +742,26 @@ impl UpstreamListener for Listener {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uri_fits_a_template_by_its_text_before_the_first_variable() {
+        assert!(template_fits("memo://notes/{name}", "memo://notes/abc"));
+        assert!(!template_fits("memo://notes/{name}", "memo://other/abc"));
+        // A template that is only a scheme fits nothing: it would claim every URI.
+        assert!(!template_fits("file://{path}", "file:///etc/passwd"));
+        assert!(!template_fits("{uri}", "memo://notes/abc"));
+    }
+
+    #[test]
+    fn server_names_round_trip_through_a_prefixed_uri() {
+        for name in ["py", "a/b", "100%", "x%2Fy"] {
+            let encoded = encode_server(name);
+            assert!(!encoded.contains('/'), "{encoded}");
+            assert_eq!(decode_server(&encoded), name);
+        }
+    }
+}
