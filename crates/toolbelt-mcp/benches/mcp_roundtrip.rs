@@ -1,11 +1,12 @@
 //! MCP client round trip: latency and calls per second of `tools/call` for a trivial tool
-//! (`echo`), Toolbelt's client against the Python `mcp` SDK client driving the same server
-//! in the same run, over stdio and streamable HTTP.
+//! (`echo`), Toolbelt's client against the Python `mcp` SDK client and the TypeScript SDK
+//! client (Node) driving the same server in the same run, over stdio and streamable HTTP.
 //!
 //! Servers: `@modelcontextprotocol/server-everything` (Node) and the Python SDK fixture
 //! server (`tests/fixtures/py_server.py`). Each client makes its calls over one session after
 //! a warm-up, once one after another (round-trip latency) and once with 16 calls in flight
-//! (throughput). The Python side is `benches/py_client_roundtrip.py`.
+//! (throughput). The SDK sides are `benches/py_client_roundtrip.py` and
+//! `benches/ts_client_roundtrip.mjs` (the `@modelcontextprotocol/sdk` of `tests/peers`).
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench mcp_roundtrip
@@ -173,48 +174,118 @@ async fn ours(config: ConnectionConfig, calls: usize, concurrency: usize) -> Sta
     summarize(latencies, total)
 }
 
-/// The Python SDK client, run by `benches/py_client_roundtrip.py`.
-fn python(mode: &str, calls: usize, concurrency: usize, target: &[String]) -> Stats {
-    let script = manifest_dir().join("benches/py_client_roundtrip.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(mode)
-        .arg(calls.to_string())
-        .arg(concurrency.to_string())
-        .args(target)
-        .stderr(Stdio::null())
-        .output()
-        .expect("run the Python client");
-    assert!(
-        out.status.success(),
-        "the Python client failed ({}); is `pip install -r tests/peers/requirements.txt` done?",
-        out.status
-    );
-    let line = String::from_utf8_lossy(&out.stdout);
-    let value: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
-    let number = |key: &str| value[key].as_f64().expect("a number");
-    Stats {
-        calls_per_sec: number("calls_per_sec"),
-        p50_us: number("p50_us"),
-        p99_us: number("p99_us"),
+/// An SDK client the bench compares against, each run by a script of `benches/` that prints
+/// one JSON line of figures.
+#[derive(Clone, Copy)]
+enum Sdk {
+    Python,
+    TypeScript,
+}
+
+impl Sdk {
+    fn label(self) -> &'static str {
+        match self {
+            Sdk::Python => "Python mcp SDK",
+            Sdk::TypeScript => "TypeScript SDK",
+        }
+    }
+
+    /// The program, its script in `benches/`, and what installs the SDK.
+    fn script(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Sdk::Python => (
+                "python3",
+                "py_client_roundtrip.py",
+                "pip install -r tests/peers/requirements.txt",
+            ),
+            Sdk::TypeScript => ("node", "ts_client_roundtrip.mjs", "bash .ci/install-peers"),
+        }
+    }
+
+    /// Runs the client: `mode` is `stdio` (target: the server's command line) or `http`
+    /// (target: the URL).
+    fn run(self, mode: &str, calls: usize, concurrency: usize, target: &[String]) -> Stats {
+        let (program, script, install) = self.script();
+        let out = Command::new(program)
+            .arg(manifest_dir().join("benches").join(script))
+            .arg(mode)
+            .arg(calls.to_string())
+            .arg(concurrency.to_string())
+            .args(target)
+            .stderr(Stdio::null())
+            .output()
+            .expect("run the SDK client");
+        assert!(
+            out.status.success(),
+            "the {} client failed ({}); is `{install}` done?",
+            self.label(),
+            out.status
+        );
+        let line = String::from_utf8_lossy(&out.stdout);
+        let value: serde_json::Value = serde_json::from_str(line.trim()).expect("a JSON line");
+        let number = |key: &str| value[key].as_f64().expect("a number");
+        Stats {
+            calls_per_sec: number("calls_per_sec"),
+            p50_us: number("p50_us"),
+            p99_us: number("p99_us"),
+        }
     }
 }
 
+/// One table row; the toolbelt row carries its throughput relative to each SDK client.
 fn row(
     server: &str,
     transport: &str,
     in_flight: usize,
     client: &str,
     stats: &Stats,
-    python: Option<&Stats>,
+    sdks: &[Stats],
 ) {
-    let ratio = python
-        .map(|p| format!("{:.1}x", stats.calls_per_sec / p.calls_per_sec))
-        .unwrap_or_default();
+    let ratio = |sdk: Option<&Stats>| {
+        sdk.map(|s| format!("{:.1}x", stats.calls_per_sec / s.calls_per_sec))
+            .unwrap_or_default()
+    };
     println!(
-        "| {server:<18} | {transport:<15} | {in_flight:>9} | {client:<14} | {:>8.0} | {:>8.0} | {:>8.0} | {ratio:>5} |",
-        stats.calls_per_sec, stats.p50_us, stats.p99_us
+        "| {server:<18} | {transport:<15} | {in_flight:>9} | {client:<14} | {:>8.0} | {:>8.0} | {:>8.0} | {:>5} | {:>5} |",
+        stats.calls_per_sec,
+        stats.p50_us,
+        stats.p99_us,
+        ratio(sdks.first()),
+        ratio(sdks.get(1)),
     );
+}
+
+/// What one group of rows measures.
+struct Case<'a> {
+    server: &'a str,
+    transport: &'a str,
+    in_flight: usize,
+    calls: usize,
+}
+
+/// Runs both SDK clients and then Toolbelt's against one server and prints their rows.
+fn compare(
+    runtime: &tokio::runtime::Runtime,
+    case: Case,
+    mode: &str,
+    target: &[String],
+    config: ConnectionConfig,
+) {
+    let Case {
+        server,
+        transport,
+        in_flight,
+        calls,
+    } = case;
+    let sdks: Vec<Stats> = [Sdk::Python, Sdk::TypeScript]
+        .iter()
+        .map(|sdk| sdk.run(mode, calls, in_flight, target))
+        .collect();
+    let toolbelt = runtime.block_on(ours(config, calls, in_flight));
+    for (sdk, stats) in [Sdk::Python, Sdk::TypeScript].iter().zip(&sdks) {
+        row(server, transport, in_flight, sdk.label(), stats, &[]);
+    }
+    row(server, transport, in_flight, "toolbelt", &toolbelt, &sdks);
 }
 
 /// Calls in flight at a time: one after another (latency), and many (throughput).
@@ -249,10 +320,10 @@ fn main() {
     println!("MCP tools/call round trip of `echo`, {calls} calls per row over one session");
     println!();
     println!(
-        "| server             | transport       | in flight | client         |  calls/s |   p50 us |   p99 us | vs py |"
+        "| server             | transport       | in flight | client         |  calls/s |   p50 us |   p99 us | vs py | vs ts |"
     );
     println!(
-        "|--------------------|-----------------|-----------|----------------|----------|----------|----------|-------|"
+        "|--------------------|-----------------|-----------|----------------|----------|----------|----------|-------|-------|"
     );
     for server in &servers {
         for in_flight in IN_FLIGHT {
@@ -260,47 +331,24 @@ fn main() {
                 server.stdio[0].clone(),
                 server.stdio[1..].to_vec(),
             ));
-            let py = python("stdio", calls, in_flight, &server.stdio);
-            let toolbelt = runtime.block_on(ours(config, calls, in_flight));
-            row(
-                server.label,
-                "stdio",
+            let case = Case {
+                server: server.label,
+                transport: "stdio",
                 in_flight,
-                "Python mcp SDK",
-                &py,
-                None,
-            );
-            row(
-                server.label,
-                "stdio",
-                in_flight,
-                "toolbelt",
-                &toolbelt,
-                Some(&py),
-            );
+                calls,
+            };
+            compare(&runtime, case, "stdio", &server.stdio, config);
         }
         for in_flight in IN_FLIGHT {
             let (_running, url) = start_http(server);
-            let py = python("http", calls, in_flight, std::slice::from_ref(&url));
-            let config = ConnectionConfig::new(TransportConfig::streamable_http(url));
-            let toolbelt = runtime.block_on(ours(config, calls, in_flight));
-            let transport = "streamable HTTP";
-            row(
-                server.label,
-                transport,
+            let config = ConnectionConfig::new(TransportConfig::streamable_http(url.clone()));
+            let case = Case {
+                server: server.label,
+                transport: "streamable HTTP",
                 in_flight,
-                "Python mcp SDK",
-                &py,
-                None,
-            );
-            row(
-                server.label,
-                transport,
-                in_flight,
-                "toolbelt",
-                &toolbelt,
-                Some(&py),
-            );
+                calls,
+            };
+            compare(&runtime, case, "http", std::slice::from_ref(&url), config);
         }
     }
 }
