@@ -210,3 +210,56 @@ fn connection(args: &LoginArgs) -> Result<(String, ConnectionConfig), CliError> 
     }
     Ok((name, config.with_timeout(Duration::from_secs(30))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http() -> ConnectionConfig {
+        ConnectionConfig::new(TransportConfig::streamable_http("https://mcp.example/mcp"))
+    }
+
+    #[test]
+    fn without_oauth_flags_the_configuration_is_left_as_it_was() {
+        let mut config = http();
+        OAuthArgs::default().apply(&mut config).unwrap();
+        assert!(
+            config.oauth.is_none(),
+            "stored tokens are still used; nothing else changes"
+        );
+    }
+
+    #[test]
+    fn oauth_flags_choose_how_a_401_is_answered_and_which_client_is_used() {
+        let mut config = http();
+        let args = OAuthArgs {
+            oauth_no_browser: true,
+            oauth_client_id: Some("app".into()),
+            oauth_redirect_port: Some(8765),
+            ..OAuthArgs::default()
+        };
+        args.apply(&mut config).unwrap();
+        let oauth = config.oauth.unwrap();
+        assert_eq!(oauth.authorize, AuthorizeMode::Follow);
+        assert_eq!(oauth.client_id.as_deref(), Some("app"));
+        assert_eq!(oauth.redirect_port, Some(8765));
+    }
+
+    #[test]
+    fn oauth_flags_on_a_server_without_oauth_support_are_usage_errors() {
+        let args = OAuthArgs {
+            oauth_browser: true,
+            ..OAuthArgs::default()
+        };
+        for transport in [
+            TransportConfig::sse("https://mcp.example/sse"),
+            TransportConfig::stdio("server", Vec::<String>::new()),
+        ] {
+            let err = args
+                .apply(&mut ConnectionConfig::new(transport))
+                .unwrap_err();
+            assert_eq!(err.code, crate::common::EXIT_USAGE, "{}", err.message);
+            assert!(err.message.contains("--header"), "{}", err.message);
+        }
+    }
+}
