@@ -5,17 +5,20 @@
 //! ```text
 //! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench pipeline_instructions --no-run
 //! B=$(ls -t /work/target/bench/release/deps/pipeline_instructions-* | grep -v '\.d$' | head -1)
-//! for path in direct full safe batch; do for n in 0 20000; do
+//! for path in direct full safe batch stream; do for n in 0 20000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null $B $path $n 2>&1 | grep refs
 //! done; done
 //! ```
 //!
 //! Instructions per call = (refs at 20000 − refs at 0) / 20000. `full` calls a tool that is
-//! not declared concurrency-safe (it takes its lane), `safe` the same tool declared safe, `batch` Parallel batches of 8 calls of the safe tool
-//! (instructions per call: divide by N as well). `cargo bench` runs it with
-//! a small N and prints wall-clock time per call, which is only indicative.
+//! not declared concurrency-safe (it takes its lane), `safe` the same tool declared safe,
+//! `batch` runs Parallel batches of 8 calls of the safe tool (N calls in all), `stream` the
+//! same batches through `execute_batch_stream`. `cargo bench` runs it with a small N and
+//! prints wall-clock time per call, which is only indicative.
 
 use std::hint::black_box;
+
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,6 +124,26 @@ fn main() {
                 black_box(items);
             }
             report("Parallel batch of 8, per call", started, count / 8 * 8);
+        }
+        if path == "stream" || path == "both" {
+            // The same batches through execute_batch_stream, every event read.
+            let calls: Vec<ToolCall> = (0..8)
+                .map(|i| ToolCall::new(format!("call_{i}"), "noop_safe", ARGS))
+                .collect();
+            let options = BatchOptions::new().mode(ExecutionMode::Parallel);
+            let started = Instant::now();
+            for _ in 0..count / 8 {
+                let ctx = ToolContext::new();
+                let mut events = executor.execute_batch_stream(&ctx, black_box(&calls), &options);
+                while let Some(event) = events.next().await {
+                    black_box(event);
+                }
+            }
+            report(
+                "streamed Parallel batch of 8, per call",
+                started,
+                count / 8 * 8,
+            );
         }
         if path == "safe" || path == "both" {
             let started = Instant::now();

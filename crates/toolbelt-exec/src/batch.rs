@@ -296,8 +296,8 @@ impl Executor {
 
     /// Runs a model's batch of tool calls like [`Executor::execute_batch`] and yields what
     /// happens as it happens: each chunk a streaming tool produces
-    /// ([`BatchEvent::Chunk`]), each progress report ([`BatchEvent::Progress`]), and one
-    /// [`BatchEvent::Done`] per call as that call ends (completion order; `index` is the
+    /// ([`BatchEvent::Chunk`](crate::BatchEvent::Chunk)), each progress report ([`BatchEvent::Progress`](crate::BatchEvent::Progress)), and one
+    /// [`BatchEvent::Done`](crate::BatchEvent::Done) per call as that call ends (completion order; `index` is the
     /// call's position in `calls`).
     ///
     /// Every call takes the same pipeline as in [`Executor::execute_batch`]: hooks, lanes,

@@ -6,12 +6,14 @@
 //! 1. **Resolve** the name in the [`Registry`] (or a per-run [`ToolSnapshot`]). An unknown
 //!    name fails with [`ToolError::UnknownTool`](toolbelt_core::ToolError::UnknownTool),
 //!    suggesting up to three close names.
-//! 2. **Repair** the JSON arguments, if [`ExecutorConfig::repair_json`] is on (off by
-//!    default): only when strict parsing fails; valid JSON is never touched; a repair is
-//!    recorded in [`CallResult::repaired_arguments`].
-//! 3. **Validate** them against the tool's input schema, if
-//!    [`ExecutorConfig::validate_arguments`] is on (the default), with compiled validators
-//!    cached per tool. Every violation is listed with its JSON path
+//! 2. **Repair** the JSON arguments, if repair is on ([`BatchOptions::repair_json`] for a
+//!    batch, else [`ExecutorConfig::repair_json`], off by default): only when strict parsing
+//!    fails; valid JSON is never touched; a repair is recorded in
+//!    [`CallResult::repaired_arguments`].
+//! 3. **Validate** them against the tool's input schema, if validation is on
+//!    ([`BatchOptions::validate_arguments`], else [`ExecutorConfig::validate_arguments`], on
+//!    by default), with compiled validators cached per tool. Every violation is listed with
+//!    its JSON path
 //!    ([`ToolError::SchemaViolation`](toolbelt_core::ToolError::SchemaViolation)).
 //! 4. **Tool-specific before hooks**, then **global before hooks** ([`BeforeHook`]): each
 //!    may let the call go on, replace its arguments, answer in the tool's place, or reject it
@@ -19,7 +21,10 @@
 //! 5. **The lane**, for a tool not declared concurrency-safe (see below), then
 //!    **middleware** ([`Middleware`]), first added outermost: [`Timeout`], [`Retry`],
 //!    [`Audit`] or your own.
-//! 6. **The tool** ([`Tool::call`](toolbelt_core::Tool::call)); a panic becomes
+//! 6. **The tool** ([`Tool::call`](toolbelt_core::Tool::call); in a streamed batch,
+//!    [`Tool::call_stream`](toolbelt_core::Tool::call_stream) for a streaming tool, each
+//!    chunk forwarded as it arrives and the chunks merged into the one output the steps
+//!    around see); a panic becomes
 //!    [`ToolError::Panicked`](toolbelt_core::ToolError::Panicked).
 //! 7. **Global after hooks**, then **tool-specific after hooks** ([`AfterHook`]): each sees
 //!    the result or error and may replace it.
@@ -39,7 +44,27 @@
 //! A model's batch of calls runs with [`Executor::execute_batch`]: [`ExecutionMode::Serial`],
 //! [`ExecutionMode::Parallel`] or [`ExecutionMode::Mixed`] by each tool's
 //! `concurrency_safe`, under concurrency limits, with an [`ExecutionFilter`] that hands calls
-//! back as [`BatchItem::Pending`], and results in the model's call order.
+//! back as [`BatchItem::Pending`], and results in the model's call order. The run's settings
+//! travel in [`BatchOptions`]; each one it leaves unset is the executor's
+//! ([`ExecutorConfig`]).
+//!
+//! ## Streaming
+//!
+//! [`Executor::execute_batch_stream`] runs the same batch, through the same steps, and yields
+//! [`BatchEvent`]s as they happen: each chunk of a streaming tool and each progress report
+//! ([`ToolContext::report_progress`](toolbelt_core::ToolContext::report_progress)) while its
+//! call runs, and one [`BatchEvent::Done`] per call as it ends (completion order; `index`
+//! says which call). [`Executor::execute_batch`] is the same driver keeping only the `Done`
+//! items; it costs what it cost before streaming existed (within 1%, measured with
+//! `benches/pipeline_instructions.rs`), and a streamed batch about 2,500 instructions more
+//! per call (the event channel and the call's sinks).
+//!
+//! ## Whose tools
+//!
+//! The [`Registry`] owns every tool-set listing: when sets are listed (concurrently, each
+//! within a timeout), how clashing names are resolved (`{set}_{tool}`, in registration
+//! order), and what failed ([`ToolSnapshot::errors`]). [`Registry::layered`] puts a layer
+//! of one agent's own tools and sets over shared ones.
 //!
 //! ## One call at a time per tool set
 //!
