@@ -87,6 +87,53 @@ fn a_failed_server_is_reported_with_its_error_and_the_others_are_served() {
 }
 
 #[test]
+fn a_server_that_fails_at_first_is_tried_again_and_its_tools_appear_with_list_changed() {
+    let served = Served::new();
+    // Fails its first start (after leaving a marker), then starts the fixture server.
+    let marker = served.path().join("flaky.started");
+    let script = format!(
+        "if [ -e '{marker}' ]; then exec python3 '{py}' stdio; else touch '{marker}'; exit 1; fi",
+        marker = marker.display(),
+        py = py_server()
+    );
+    let args = serve_args(
+        &served,
+        json!({"flaky": {"command": "bash", "args": ["-c", script]}}),
+    );
+    let mut serve = RawStdio::start(toolbelt(), &args);
+    let first = serve.wait_for_upstreams();
+    assert_ne!(first[0]["state"], "connected", "{first:?}");
+    assert!(!serve.tools().iter().any(|t| t["name"] == "echo"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !serve.tools().iter().any(|t| t["name"] == "echo") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's tools never appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The announcement may trail the listing that first showed the tools (the registry is
+    // watched every half second): ping until it has come.
+    let mut heard = serve.skipped();
+    let changed = |heard: &[Value]| {
+        heard
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed")
+    };
+    while !changed(&heard) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "clients never heard that the tools changed: {heard:?}"
+        );
+        serve.request("ping", json!({}));
+        heard.extend(serve.skipped());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = serve.wait_for_upstreams();
+    assert_eq!(status[0]["state"], "connected", "{status:?}");
+}
+
+#[test]
 fn progress_logs_resources_prompts_and_completions_are_relayed_end_to_end() {
     let served = Served::new();
     let args = serve_args(
