@@ -51,9 +51,15 @@ async fn call(config: ConnectionConfig, tool: &str, text: &str) -> Result<String
     result
 }
 
+/// The token files in `dir` (not the refresh lock files beside them).
 fn token_files(dir: &Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
-        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

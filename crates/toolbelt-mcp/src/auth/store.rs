@@ -10,6 +10,7 @@
 //! Writes go to a temporary file created with mode 0600 beside the target, are synced, and
 //! are renamed over it: a crash leaves the old file or the new one, never half of one, and
 //! at no moment can another user read the tokens. The directory is created with mode 0700.
+//! Refreshes take turns across processes through an `flock` on `<file>.lock`.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -152,8 +153,9 @@ impl TokenFile {
         Ok(())
     }
 
-    /// Deletes the file (logging out); a missing file is not an error.
+    /// Deletes the file and its refresh lock (logging out); a missing file is not an error.
     pub fn remove(&self) -> Result<bool, String> {
+        let _ = std::fs::remove_file(self.path.with_extension("lock"));
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(true),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -176,6 +178,36 @@ impl TokenFile {
     }
 }
 
+/// Opens (creating, mode 0600) and exclusively locks `path`; closing the file unlocks it.
+fn lock_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(file);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("cannot lock {}: {err}", path.display()));
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl CredentialStore for TokenFile {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
@@ -191,14 +223,29 @@ impl CredentialStore for TokenFile {
         self.update(|record| record.credentials = None)
     }
 
+    /// One refresh at a time per server, across processes too (`serve` and a `toolbelt mcp`
+    /// command may share a file): an authorization server that rotates refresh tokens
+    /// rejects the second use of one, which would throw both processes back to a login.
+    /// The process's own lock first, then an exclusive `flock` on `<file>.lock`, held until
+    /// the refreshed tokens are saved.
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
-        let guard = self.lock.clone().lock_owned().await;
-        Ok(Some(CredentialRefreshGuard::new(guard)))
+        let in_process = self.lock.clone().lock_owned().await;
+        let path = self.path.with_extension("lock");
+        let across_processes = tokio::task::spawn_blocking(move || lock_file(&path))
+            .await
+            .map_err(|err| AuthError::CredentialStoreError(err.to_string()))?
+            .map_err(AuthError::CredentialStoreError)?;
+        Ok(Some(CredentialRefreshGuard::new((
+            in_process,
+            across_processes,
+        ))))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn record(url: &str) -> TokenRecord {
@@ -237,6 +284,28 @@ mod tests {
         other.write(&record("https://b.example/mcp")).unwrap();
         std::fs::copy(other.path(), mine.path()).unwrap();
         assert!(mine.read().unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn refreshes_of_one_server_take_turns_even_from_separate_handles() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two handles share no in-process lock, as two processes would not.
+        let first = TokenFile::new(dir.path(), "https://a.example/mcp");
+        let second = TokenFile::new(dir.path(), "https://a.example/mcp");
+        let held = first.acquire_refresh_guard().await.unwrap();
+        let waiting = tokio::spawn(async move { second.acquire_refresh_guard().await.is_ok() });
+        let early = tokio::time::timeout(Duration::from_millis(300), async {
+            while !waiting.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(
+            early.is_err(),
+            "the second refresh waits while the first holds the lock"
+        );
+        drop(held);
+        assert!(waiting.await.unwrap(), "and goes on once it is released");
     }
 
     #[test]
