@@ -483,3 +483,52 @@ async fn a_replaced_set_keeps_its_place_in_the_naming_order() {
     );
     assert_eq!(registry.tool_set_names(), ["second", "third"]);
 }
+
+/// Lists `old_tool` once `release` is notified.
+struct SlowSet {
+    started: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl ToolSet for SlowSet {
+    fn name(&self) -> &str {
+        "srv"
+    }
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        self.started.notify_one();
+        self.release.notified().await;
+        Ok(vec![echo("old_tool")])
+    }
+}
+
+#[tokio::test]
+async fn a_listing_that_ends_after_its_set_was_replaced_is_not_stored() {
+    let ctx = ToolContext::new();
+    let registry = Registry::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let slow = SlowSet {
+        started: started.clone(),
+        release: release.clone(),
+    };
+    registry
+        .add_tool_set(Arc::new(slow), ToolSetRefresh::Cached)
+        .unwrap();
+    let listing = registry.snapshot(&ctx);
+    let meanwhile = async {
+        started.notified().await;
+        // The old set's listing is under way: replace the set by one of the same name.
+        let replacement = Arc::new(StaticToolSet::new("srv", vec![echo("new_tool")]));
+        registry.replace_tool_set(replacement, ToolSetRefresh::Cached);
+        release.notify_one();
+    };
+    let (stale, ()) = tokio::join!(listing, meanwhile);
+    assert!(stale.get("old_tool").is_none(), "{stale:?}");
+    assert!(
+        !registry.contains("old_tool"),
+        "the old set's late listing was dropped"
+    );
+    let fresh = registry.snapshot(&ctx).await;
+    assert_eq!(fresh.names().collect::<Vec<_>>(), ["new_tool"]);
+}
