@@ -6,6 +6,10 @@ use crate::ExecutionMode;
 
 /// Settings of an [`Executor`](crate::Executor); build one with
 /// [`ExecutorBuilder`](crate::ExecutorBuilder) or set the fields directly.
+///
+/// A batch's [`BatchOptions`](crate::BatchOptions) may set `validate_arguments`,
+/// `repair_json`, `mode` and `concurrency_limit` for that batch; what they leave unset comes
+/// from here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutorConfig {
     /// Check arguments against each tool's input schema before running it. Default: on.
