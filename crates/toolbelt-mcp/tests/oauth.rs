@@ -395,3 +395,21 @@ fn tokens_never_reach_the_logs() {
         assert!(!leaked, "{secret} is in the logs");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_login_to_a_server_without_oauth_says_so() {
+    // A server that answers 404 to everything: no 401 challenge, no metadata of any kind.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, axum::Router::new()).await });
+    let tokens = tempfile::tempdir().unwrap();
+    let err = login(
+        "plain",
+        &config_for(&url, tokens.path(), AuthorizeMode::Never),
+        AuthorizeMode::Follow,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("does not use OAuth"), "{err}");
+    assert!(token_files(tokens.path()).is_empty());
+}

@@ -194,6 +194,11 @@ async fn authorize(
         .await
         .map_err(describe)?;
     if !resolution.source.is_discovered() {
+        if challenge.is_none() {
+            return Err(format!(
+                "{url} asks for no authorization and publishes no OAuth metadata: it does not use OAuth"
+            ));
+        }
         tracing::info!("{url} publishes no OAuth metadata; using the default endpoints");
     }
     let metadata = resolution.metadata;
