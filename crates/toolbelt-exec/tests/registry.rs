@@ -532,3 +532,43 @@ async fn a_listing_that_ends_after_its_set_was_replaced_is_not_stored() {
     let fresh = registry.snapshot(&ctx).await;
     assert_eq!(fresh.names().collect::<Vec<_>>(), ["new_tool"]);
 }
+
+/// Lists one tool only once every set sharing `barrier` is listing too.
+struct WaitsForTheOthers {
+    name: &'static str,
+    barrier: Arc<tokio::sync::Barrier>,
+}
+
+#[async_trait]
+impl ToolSet for WaitsForTheOthers {
+    fn name(&self) -> &str {
+        self.name
+    }
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        self.barrier.wait().await;
+        Ok(vec![echo(&format!("{}_tool", self.name))])
+    }
+}
+
+#[tokio::test]
+async fn a_snapshot_lists_the_sets_concurrently() {
+    // Each set answers only once all three are being listed: listed one after another,
+    // the first would wait until its listing timed out.
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let registry = Registry::new().with_listing_timeout(std::time::Duration::from_secs(30));
+    for name in ["one", "two", "three"] {
+        let set = WaitsForTheOthers {
+            name,
+            barrier: barrier.clone(),
+        };
+        registry
+            .add_tool_set(Arc::new(set), ToolSetRefresh::Cached)
+            .unwrap();
+    }
+    let snapshot = registry.snapshot(&ToolContext::new()).await;
+    assert!(snapshot.errors().is_empty(), "{:?}", snapshot.errors());
+    assert_eq!(
+        snapshot.names().collect::<Vec<_>>(),
+        ["one_tool", "three_tool", "two_tool"]
+    );
+}
