@@ -180,7 +180,8 @@ impl Suite {
     }
 
     /// `conformance ARGS -o OUT`, with Node first on PATH; returns its output. The suite runs
-    /// in a process group of its own, killed as a whole if it outlives [`SUITE_LIMIT`].
+    /// in a process group of its own, killed as a whole when it ends or outlives
+    /// [`SUITE_LIMIT`], so no client it started outlives the test.
     fn run(&self, args: &[&str], envs: &[(&str, &str)], out: &Path) -> String {
         use std::os::unix::process::CommandExt;
         let log = out.with_extension("log");
@@ -212,6 +213,10 @@ impl Suite {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // A client command the suite gave up on (its per-scenario timeout kills only the
+        // shell it started) may have left a `toolbelt` behind in the group: end it.
+        // SAFETY: kill(2) on the process group this test created for the suite.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         std::fs::read_to_string(&log).unwrap_or_default()
     }
 
