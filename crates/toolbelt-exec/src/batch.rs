@@ -312,8 +312,10 @@ impl Executor {
     /// Progress reports go to the stream and to the progress sink of `ctx`, if it has one;
     /// when the consumer falls more than 32 events behind, further progress reports are
     /// dropped until it catches up (chunks and `Done` events wait instead: nothing else is
-    /// lost). Nothing runs while the stream is not polled; dropping it drops every running
-    /// call.
+    /// lost). Nothing runs while the stream is not polled, so a consumer that stops reading
+    /// also holds up a streaming call that is waiting to send (and the lane it holds, see the
+    /// [crate docs](crate#one-call-at-a-time-per-tool-set)); dropping the stream drops every
+    /// running call.
     pub fn execute_batch_stream<'a>(
         &'a self,
         ctx: &ToolContext,
