@@ -379,3 +379,61 @@ fn always_prefix_prefixes_every_aggregated_name() {
     );
     assert_eq!(call["result"]["content"][0]["text"], "hi", "{call}");
 }
+
+#[test]
+fn a_restarted_server_gets_the_clients_log_level_and_subscriptions_back() {
+    let served = Served::new();
+    let args = serve_args(
+        &served,
+        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+    );
+    let mut serve = RawStdio::start(toolbelt(), &args);
+    serve.wait_for_upstreams();
+    let call = |serve: &mut RawStdio, name: &str, arguments: Value| {
+        let answer = serve.request("tools/call", json!({"name": name, "arguments": arguments}));
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let set = serve.request("logging/setLevel", json!({"level": "warning"}));
+    assert!(set.get("result").is_some(), "{set}");
+    let subscribed = serve.request("resources/subscribe", json!({"uri": "memo://greeting"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let first_pid = call(&mut serve, "pid", json!({}));
+
+    // The server dies mid-call; the next call starts a new one.
+    let path = served.path().join("appended.txt");
+    call(
+        &mut serve,
+        "append_then_exit",
+        json!({"path": path.display().to_string()}),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let pid = call(&mut serve, "pid", json!({}));
+        let level = call(&mut serve, "log_level", json!({}));
+        let touched = call(&mut serve, "touch", json!({"uri": "memo://greeting"}));
+        if pid != first_pid && level == "warning" && touched == "updated" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new server ({pid}, was {first_pid}) got level {level:?}, touch {touched:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The update reaches the client that subscribed before the restart.
+    let mut heard = serve.skipped();
+    while !heard
+        .iter()
+        .any(|m| m["method"] == "notifications/resources/updated")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no resources/updated after the restart: {heard:?}"
+        );
+        serve.request("ping", json!({}));
+        heard.extend(serve.skipped());
+    }
+}

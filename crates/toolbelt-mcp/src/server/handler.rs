@@ -179,6 +179,9 @@ impl ToolServer {
                     }
                 }
                 let now = fingerprint(&server.visible_declarations(&ctx).await);
+                if let Some(relay) = &relay {
+                    relay.restore_sessions().await;
+                }
                 if now != seen {
                     seen = now;
                     tracing::info!("the tool list changed; notifying clients");

@@ -19,7 +19,9 @@
 //! that declares logging (and to servers that connect later); every server's
 //! `notifications/message` goes to every client. Subscriptions are forwarded upstream and
 //! `notifications/resources/updated` goes to the clients that subscribed, under the URI they
-//! used; list changes of resources and prompts go to every client.
+//! used; list changes of resources and prompts go to every client. When a server's session
+//! is re-established (it died and its tool set reconnected), the level and the subscriptions
+//! are given to the new session.
 
 // Logging and `resources/subscribe` are deprecated in rmcp's newest protocol version
 // (SEP-2577) but are what clients and servers of the versions in use speak.
@@ -63,6 +65,9 @@ pub(crate) struct Relay {
     /// Which server a client-facing resource URI or template belongs to.
     resources: Mutex<HashMap<String, Owner>>,
     templates: Mutex<HashMap<String, Owner>>,
+    /// Each server's reconnect count when its session state (level, subscriptions) was
+    /// last given to it.
+    sessions_seen: Mutex<HashMap<String, u64>>,
     /// Sends the servers' notifications, in order, to the forwarding task.
     events: OnceLock<mpsc::UnboundedSender<Event>>,
     self_ref: Weak<Relay>,
@@ -103,6 +108,7 @@ impl Relay {
             prompts: Mutex::default(),
             resources: Mutex::default(),
             templates: Mutex::default(),
+            sessions_seen: Mutex::default(),
             events: OnceLock::new(),
             self_ref: self_ref.clone(),
         });
@@ -528,6 +534,45 @@ impl Relay {
         }
         self.send(Event::ResourcesChanged);
         self.send(Event::PromptsChanged);
+    }
+
+    /// Gives a server whose session was re-established (it died and the tool set reconnected)
+    /// what the old session had: the clients' log level and their subscriptions.
+    pub(crate) async fn restore_sessions(&self) {
+        let level = *lock(&self.level);
+        let ctx = ToolContext::new();
+        for upstream in self.upstreams.connected() {
+            // While the set reconnects there is no session yet (and its count has already
+            // moved on): the next round looks again.
+            let Some(capabilities) = upstream.set.server_capabilities() else {
+                continue;
+            };
+            let now = upstream.set.reconnect_count();
+            let before = lock(&self.sessions_seen).insert(upstream.name.clone(), now);
+            if before.is_none_or(|before| before == now) {
+                continue; // the first session, or the same one
+            }
+            tracing::info!(server = %upstream.name, "restoring the log level and subscriptions on a new session");
+            if let Some(level) = level
+                && upstream
+                    .set
+                    .server_capabilities()
+                    .is_some_and(|c| has_logging(&c))
+                && let Err(err) = upstream.set.set_log_level(&ctx, level).await
+            {
+                tracing::warn!(server = %upstream.name, "restoring the log level failed: {err}");
+            }
+            let uris: HashSet<String> = lock(&self.subscriptions)
+                .iter()
+                .filter(|s| s.server == upstream.name)
+                .map(|s| s.uri.clone())
+                .collect();
+            for uri in uris {
+                if let Err(err) = upstream.set.subscribe_resource(&ctx, &uri, true).await {
+                    tracing::warn!(server = %upstream.name, %uri, "restoring a subscription failed: {err}");
+                }
+            }
+        }
     }
 
     fn status_contents(&self) -> ReadResourceResult {
