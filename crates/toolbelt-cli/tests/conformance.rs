@@ -442,7 +442,8 @@ fn figures(
 ) -> String {
     let count =
         |checks: &[Check], status: &str| checks.iter().filter(|c| c.status == status).count();
-    let mut text = format!("MCP conformance, {} suite\n", mode.name());
+    // A line of its own: the test harness prints "test NAME ... " before it under --nocapture.
+    let mut text = format!("\nMCP conformance, {} suite\n", mode.name());
     // tag -> (scenarios, scenarios passed, checks passed, checks failed)
     let mut totals: BTreeMap<String, (usize, usize, usize, usize)> = BTreeMap::new();
     for (scenario, checks) in found {
