@@ -554,10 +554,7 @@ impl Relay {
             }
             tracing::info!(server = %upstream.name, "restoring the log level and subscriptions on a new session");
             if let Some(level) = level
-                && upstream
-                    .set
-                    .server_capabilities()
-                    .is_some_and(|c| has_logging(&c))
+                && has_logging(&capabilities)
                 && let Err(err) = upstream.set.set_log_level(&ctx, level).await
             {
                 tracing::warn!(server = %upstream.name, "restoring the log level failed: {err}");
