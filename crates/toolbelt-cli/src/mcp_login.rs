@@ -73,6 +73,10 @@ pub struct OAuthArgs {
     /// must come within --connect-timeout (`toolbelt mcp login` has no such limit).
     #[arg(long, conflicts_with = "oauth_no_browser")]
     oauth_browser: bool,
+    /// On a 401, use the client credentials grant (no user; needs --oauth-client-id and
+    /// TOOLBELT_OAUTH_CLIENT_SECRET): for machine clients.
+    #[arg(long, conflicts_with_all = ["oauth_no_browser", "oauth_browser"])]
+    oauth_client_credentials: bool,
     /// A client registered with the authorization server ahead of time (its secret, if it
     /// has one, from TOOLBELT_OAUTH_CLIENT_SECRET); default: register dynamically.
     #[arg(long, value_name = "ID")]
@@ -93,6 +97,7 @@ impl OAuthArgs {
     pub fn apply(&self, config: &mut ConnectionConfig) -> Result<(), CliError> {
         let any = self.oauth_no_browser
             || self.oauth_browser
+            || self.oauth_client_credentials
             || self.oauth_client_id.is_some()
             || self.oauth_client_metadata_url.is_some()
             || self.oauth_redirect_port.is_some();
@@ -110,6 +115,8 @@ impl OAuthArgs {
             oauth.authorize = AuthorizeMode::Follow;
         } else if self.oauth_browser {
             oauth.authorize = AuthorizeMode::Browser;
+        } else if self.oauth_client_credentials {
+            oauth.authorize = AuthorizeMode::ClientCredentials;
         }
         if let Some(client_id) = &self.oauth_client_id {
             oauth.client_id = Some(client_id.clone());
@@ -146,7 +153,9 @@ pub async fn run(args: LoginArgs) -> Outcome {
     if !args.scopes.is_empty() {
         config.oauth.get_or_insert_with(OAuthConfig::default).scopes = args.scopes.clone();
     }
-    let mode = if args.no_browser {
+    let mode = if args.oauth.oauth_client_credentials {
+        AuthorizeMode::ClientCredentials
+    } else if args.no_browser {
         AuthorizeMode::Follow
     } else if args.print_url {
         AuthorizeMode::Print

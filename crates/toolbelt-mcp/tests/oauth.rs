@@ -273,6 +273,29 @@ async fn a_preregistered_confidential_client_skips_registration() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_machine_client_uses_the_client_credentials_grant_without_a_user() {
+    let world = OAuthWorld::start(Twist::None).await;
+    let tokens = tempfile::tempdir().unwrap();
+    let mut config = config(&world, tokens.path(), AuthorizeMode::ClientCredentials);
+    if let Some(oauth) = config.oauth.as_mut() {
+        oauth.client_id = Some(PRE_CLIENT_ID.into());
+        oauth.client_secret = Some(PRE_CLIENT_SECRET.into());
+    }
+    assert_eq!(call(config, "echo", "m2m").await.unwrap(), "m2m");
+    let log = world.log();
+    assert_eq!(log.count("token:client_credentials"), 1, "{:?}", log.events);
+    assert_eq!(
+        log.count("authorize") + log.count("register"),
+        0,
+        "{:?}",
+        log.events
+    );
+    let request = &log.token_requests[0];
+    assert_eq!(request["resource"], world.mcp_url, "RFC 8707 resource");
+    assert_eq!(request["scope"], READ_SCOPE, "the challenge's scope");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_client_metadata_document_is_the_client_id_where_the_server_accepts_one() {
     const DOCUMENT: &str = "https://client.example/toolbelt.json";
     for (twist, registrations) in [(Twist::MetadataDocuments, 0), (Twist::None, 1)] {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationMetadata, OAuthClientConfig,
-    WWWAuthenticateParams,
+    AuthError, AuthorizationManager, AuthorizationMetadata, ClientCredentialsConfig,
+    OAuthClientConfig, WWWAuthenticateParams,
 };
 use tokio::sync::Mutex;
 use url::{Host, Url};
@@ -205,11 +205,6 @@ async fn authorize(
     check_endpoints(&metadata)?;
     manager.set_metadata(metadata.clone());
 
-    let listener = CallbackListener::bind(oauth.redirect_port.unwrap_or(0))
-        .await
-        .map_err(|err| format!("cannot listen on 127.0.0.1 for the redirect: {err}"))?;
-    let redirect_uri = listener.redirect_uri().to_string();
-
     let scopes = if !oauth.scopes.is_empty() {
         let mut scopes = previous_scopes.to_vec();
         scopes.extend(oauth.scopes.iter().cloned());
@@ -232,6 +227,14 @@ async fn authorize(
         manager.select_scopes(Some(&previous_scopes.join(" ")), &[])
     };
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    if mode == AuthorizeMode::ClientCredentials {
+        return client_credentials(manager, url, file, oauth, metadata, scopes).await;
+    }
+
+    let listener = CallbackListener::bind(oauth.redirect_port.unwrap_or(0))
+        .await
+        .map_err(|err| format!("cannot listen on 127.0.0.1 for the redirect: {err}"))?;
+    let redirect_uri = listener.redirect_uri().to_string();
 
     // The client: pre-registered, else a client ID metadata document the server accepts,
     // else a dynamic registration (the MCP specification's order).
@@ -301,7 +304,10 @@ async fn authorize(
             .map_err(|_| format!("no approval arrived within {}s", APPROVAL_WAIT.as_secs()))?
     };
     let callback = match mode {
-        AuthorizeMode::Never | AuthorizeMode::Browser | AuthorizeMode::Print => {
+        AuthorizeMode::Never
+        | AuthorizeMode::Browser
+        | AuthorizeMode::Print
+        | AuthorizeMode::ClientCredentials => {
             eprintln!("Open this URL to authorize toolbelt:\n\n    {authorization_url}\n");
             if mode == AuthorizeMode::Browser {
                 open_browser(&authorization_url);
@@ -324,6 +330,44 @@ async fn authorize(
         .exchange_code_for_token_with_issuer(&callback.code, &state, callback.issuer.as_deref())
         .await
         .map_err(|err| format!("the token exchange failed: {}", describe(err)))?;
+    Ok(manager)
+}
+
+/// The client credentials grant: the configured client authenticates itself, no user takes
+/// part. The token is requested for the server's URL (RFC 8707) and stored like any other.
+async fn client_credentials(
+    mut manager: AuthorizationManager,
+    url: &str,
+    file: &TokenFile,
+    oauth: &OAuthConfig,
+    metadata: AuthorizationMetadata,
+    scopes: Vec<String>,
+) -> Result<AuthorizationManager, String> {
+    let (Some(client_id), Some(client_secret)) = (&oauth.client_id, &oauth.client_secret) else {
+        return Err("the client credentials grant needs a client id and its secret".into());
+    };
+    let grant = ClientCredentialsConfig::ClientSecret {
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
+        scopes,
+        resource: Some(url.to_string()),
+    };
+    manager
+        .configure_client_credentials(&grant)
+        .map_err(describe)?;
+    let previous = file.read()?;
+    file.write(&TokenRecord {
+        url: url.to_string(),
+        metadata,
+        client_id: client_id.clone(),
+        client_secret: Some(client_secret.clone()),
+        credentials: previous.and_then(|r| r.credentials),
+    })?;
+    manager.set_credential_store(file.clone());
+    manager
+        .exchange_client_credentials(&grant)
+        .await
+        .map_err(|err| format!("the client credentials grant failed: {}", describe(err)))?;
     Ok(manager)
 }
 

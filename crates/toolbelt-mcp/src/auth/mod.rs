@@ -60,6 +60,10 @@ pub enum AuthorizeMode {
     /// (test servers, CI, pre-approved clients). Never for a server that shows a login
     /// page: the redirect never comes and the wait times out.
     Follow,
+    /// No user at all: the client credentials grant with the configured
+    /// [`client_id`](OAuthConfig::client_id) and [`client_secret`](OAuthConfig::client_secret)
+    /// (machine-to-machine clients, MCP's `client_credentials` extension).
+    ClientCredentials,
 }
 
 /// OAuth settings of one server (the `oauth` object of its configuration).

@@ -238,7 +238,7 @@ async fn as_metadata(State(auth): State<AuthServer>) -> Response {
         "token_endpoint": format!("{}/token", auth.issuer),
         "registration_endpoint": format!("{}/register", auth.issuer),
         "response_types_supported": ["code"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
         "scopes_supported": [READ_SCOPE, ADMIN_SCOPE],
@@ -380,6 +380,14 @@ async fn token(
             }
             let _ = grant.resource;
             grant.scopes
+        }
+        "client_credentials" => {
+            if client_id != PRE_CLIENT_ID {
+                return token_error("unauthorized_client");
+            }
+            form.get("scope")
+                .map(|s| s.split_whitespace().map(String::from).collect())
+                .unwrap_or_default()
         }
         "refresh_token" => {
             match form
