@@ -67,6 +67,8 @@ fn tools() -> Vec<DynTool> {
         |_ctx: ToolContext, a: Args| async move { Ok::<_, ToolError>(a.n) },
     )
     .expect("tool");
+    // Declared concurrency-safe (it only sleeps): undeclared tools take turns on their
+    // set's lane even in a parallel batch, which would measure 8 × 100 ms instead.
     let slow = FunctionTool::new(
         "slow",
         "Takes 100 ms",
@@ -75,7 +77,8 @@ fn tools() -> Vec<DynTool> {
             Ok::<_, ToolError>(a.n)
         },
     )
-    .expect("tool");
+    .expect("tool")
+    .map_declaration(|d| d.concurrency_safe(true));
     vec![Arc::new(instant), Arc::new(slow)]
 }
 
