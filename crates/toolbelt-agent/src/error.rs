@@ -18,6 +18,9 @@ pub enum AgentError {
     /// An agent or tool panicked (a bug); the run was ended cleanly.
     #[error("the agent panicked: {0}")]
     Panicked(String),
+    /// A callback (of the agent or a plugin) ended the run.
+    #[error("{0}")]
+    Callback(String),
     /// The caller went away or cancelled the run.
     #[error("the run was cancelled")]
     Cancelled,

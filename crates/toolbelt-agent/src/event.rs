@@ -84,6 +84,8 @@ pub enum ErrorKind {
     Cancelled,
     /// An agent or tool panicked: a bug, contained so that the run still completes.
     Panic,
+    /// A callback of the agent or of a plugin failed (see [`crate::callbacks`]).
+    Callback,
 }
 
 /// What an event reports. The JSON tag is `"type"`, the variant's name in snake_case.

@@ -10,7 +10,7 @@ use toolbelt_exec::ExecutionFilter;
 use toolbelt_model::Message;
 
 use crate::session::{SessionKey, SessionService};
-use crate::{Agent, AgentError, Event, EventKind, EventStream, ToolResult};
+use crate::{Agent, AgentError, Event, EventKind, EventStream, Plugin, ToolResult};
 
 /// Per-run settings, given to [`Runner::run`](crate::Runner::run).
 #[derive(Debug, Clone, Default)]
@@ -101,6 +101,8 @@ pub struct Invocation {
     output: mpsc::Sender<Event>,
     cancel: CancellationToken,
     pub(crate) actions: Arc<Mutex<Actions>>,
+    /// The runner's plugins, applied to this invocation's agent and every one it starts.
+    pub(crate) plugins: Arc<[Plugin]>,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -134,7 +136,14 @@ impl Invocation {
             output,
             cancel,
             actions: Arc::default(),
+            plugins: Arc::new([]),
         }
+    }
+
+    /// Applies the runner's plugins to this invocation (and the ones it starts).
+    pub(crate) fn with_plugins(mut self, plugins: Arc<[Plugin]>) -> Self {
+        self.plugins = plugins;
+        self
     }
 
     /// The invocation of the tool call running in `ctx`, if it runs inside an agent.
@@ -274,6 +283,7 @@ impl Invocation {
             output,
             cancel: self.cancel.child_token(),
             actions: Arc::default(),
+            plugins: self.plugins.clone(),
         }
     }
 

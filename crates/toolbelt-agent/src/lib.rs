@@ -25,6 +25,10 @@
 //! - Multi-agent: sub-agents and `transfer_to_agent`; `await_user_reply` with one-shot
 //!   routing ([`Runner::with_await_user_reply_routing`]); framework tools are never removed
 //!   by tool filters.
+//! - Callbacks and plugins ([`callbacks`]): code at each stage of a run (before/after the
+//!   agent, each model call and each tool call) on one agent
+//!   ([`LlmAgentBuilder::callbacks`]) or, as a [`Plugin`] on the runner
+//!   ([`Runner::with_plugin`]), on every agent of the run; a plugin may add framework tools.
 //! - Per run ([`RunOptions`]): a tool filter, an execution filter (calls it declines are
 //!   handed back in an [`EventKind::PendingToolCalls`] event; resume with role=tool
 //!   messages), JSON repair, runtime state.
@@ -90,6 +94,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+pub mod callbacks;
 mod error;
 mod event;
 pub mod framework;
@@ -97,14 +102,17 @@ pub mod history;
 mod id;
 mod invocation;
 mod llm_agent;
+mod plugin;
 mod runner;
 pub mod session;
 
 pub use agent::{Agent, DynAgent, find_agent};
+pub use callbacks::{CallbackError, Callbacks};
 pub use error::AgentError;
 pub use event::{ErrorKind, Event, EventKind, ToolResult};
 pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
+pub use plugin::Plugin;
 pub use runner::{EventStream, RunInput, Runner};
 #[cfg(feature = "sqlite")]
 pub use session::SqliteSessionService;

@@ -11,15 +11,16 @@ use toolbelt_exec::{
     Registry, Retry, ToolSetOptions, ToolSetRefresh, ToolSnapshot, repair_arguments,
 };
 use toolbelt_model::{
-    DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall,
+    DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall, Usage,
 };
 
+use crate::callbacks::{Active, ToolCallbackHooks};
 use crate::framework::{
     AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, FRAMEWORK_TOOLS, TransferTool,
     is_framework_tool,
 };
 use crate::history::{conversation, record_tool_calls};
-use crate::{Agent, AgentError, DynAgent, ErrorKind, EventKind, Invocation, ToolResult};
+use crate::{Agent, AgentError, Callbacks, DynAgent, ErrorKind, EventKind, Invocation, ToolResult};
 
 /// The default limit of consecutive model turns that call tools.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: usize = 20;
@@ -49,6 +50,9 @@ pub struct LlmAgent {
     refresh_tool_sets_on_run: bool,
     max_tool_iterations: usize,
     repair_json: Option<bool>,
+    callbacks: Callbacks,
+    /// Whether the executor runs tool callbacks (it does when the agent built it).
+    runs_tool_callbacks: bool,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -83,6 +87,7 @@ pub struct LlmAgentBuilder {
     await_user_reply: bool,
     executor: Option<Executor>,
     configure: Vec<ConfigureExecutor>,
+    callbacks: Callbacks,
 }
 
 impl LlmAgentBuilder {
@@ -225,17 +230,34 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Runs these callbacks at the stages of the agent's runs, after those of the runner's
+    /// plugins (see [`crate::callbacks`] for the stages and their order). Replaces earlier
+    /// callbacks. Tool callbacks need the executor the agent builds: with
+    /// [`LlmAgentBuilder::executor`] they are a configuration error.
+    pub fn callbacks(mut self, callbacks: Callbacks) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
+
     /// The agent. Fails without a model, on duplicate tool names, or when a tool uses the
     /// name of a framework tool.
     pub fn build(self) -> Result<LlmAgent, AgentError> {
         let model = self
             .model
             .ok_or_else(|| AgentError::Config(format!("agent {} has no model", self.name)))?;
+        let runs_tool_callbacks = self.executor.is_none();
         let executor = match self.executor {
             Some(_) if self.tool_retry.is_some() || !self.configure.is_empty() => {
                 return Err(AgentError::Config(format!(
                     "agent {}: tool_retry and configure_executor adjust the executor the agent \
                      builds; with your own executor, configure that one instead",
+                    self.name
+                )));
+            }
+            Some(_) if self.callbacks.has_tool_callbacks() => {
+                return Err(AgentError::Config(format!(
+                    "agent {}: tool callbacks run as hooks of the executor the agent builds; \
+                     with your own executor, add them to it as before/after hooks instead",
                     self.name
                 )));
             }
@@ -248,7 +270,12 @@ impl LlmAgentBuilder {
                 for configure in self.configure {
                     builder = configure(builder);
                 }
-                builder.build()
+                // Added last: tool callbacks run after the executor's global before hooks
+                // and after its global after hooks (see `crate::callbacks`).
+                builder
+                    .before_hook(ToolCallbackHooks)
+                    .after_hook(ToolCallbackHooks)
+                    .build()
             }
         };
         let registry = Arc::new(Registry::layered(executor.registry().clone()));
@@ -296,6 +323,8 @@ impl LlmAgentBuilder {
             refresh_tool_sets_on_run: self.refresh_tool_sets_on_run,
             max_tool_iterations: self.max_tool_iterations,
             repair_json: self.repair_json,
+            callbacks: self.callbacks,
+            runs_tool_callbacks,
         })
     }
 }
@@ -346,6 +375,7 @@ impl LlmAgent {
             await_user_reply: false,
             executor: None,
             configure: Vec::new(),
+            callbacks: Callbacks::new(),
         }
     }
 
@@ -383,7 +413,7 @@ impl LlmAgent {
     /// [`ToolSnapshot::errors`].
     pub async fn tools(&self) -> ToolSnapshot {
         let ctx = ToolContext::new();
-        self.snapshot(&ctx, None).await
+        self.snapshot(&ctx, None, &[]).await
     }
 
     /// Calls one of [`LlmAgent::tools`] outside a run, through the same executor pipeline as
@@ -391,7 +421,7 @@ impl LlmAgent {
     /// answer that they only work inside a run.
     pub async fn invoke_tool(&self, name: &str, arguments: &str) -> CallResult {
         let ctx = ToolContext::new();
-        let tools = self.snapshot(&ctx, None).await;
+        let tools = self.snapshot(&ctx, None, &[]).await;
         let call = toolbelt_exec::ToolCall::new(crate::id::new_id(), name, arguments);
         let options = self.batch_options(None).snapshot(tools);
         let mut items = self
@@ -413,25 +443,52 @@ impl LlmAgent {
     }
 
     /// The tools this agent offers in `inv`: its own, its sets' and the executor's,
-    /// narrowed by the agent's filter and the run's, plus the framework tools, which no
-    /// filter removes. Sets that failed to list are in [`ToolSnapshot::errors`] (a run
+    /// narrowed by the agent's filter and the run's, plus the framework tools and the
+    /// plugins' tools, which no filter removes. Sets that failed to list are in [`ToolSnapshot::errors`] (a run
     /// reports them as warnings).
     pub async fn visible_tools(&self, inv: &Invocation) -> ToolSnapshot {
         let ctx = self.tool_context(inv);
-        self.snapshot(&ctx, inv.options().tool_filter.as_ref())
+        self.snapshot(&ctx, inv.options().tool_filter.as_ref(), &inv.plugins)
             .await
     }
 
-    async fn snapshot(&self, ctx: &ToolContext, run_filter: Option<&ToolFilter>) -> ToolSnapshot {
-        let mut tools = self.registry.snapshot(ctx).await;
+    async fn snapshot(
+        &self,
+        ctx: &ToolContext,
+        run_filter: Option<&ToolFilter>,
+        plugins: &[crate::Plugin],
+    ) -> ToolSnapshot {
+        let plugin_tools: Vec<&DynTool> = plugins.iter().flat_map(|p| &p.tools).collect();
+        let mut tools = if plugin_tools.is_empty() {
+            self.registry.snapshot(ctx).await
+        } else {
+            // The plugins' tools in a layer of this run only, over the agent's: they shadow
+            // agent tools of the same name and never enter the agent's registry.
+            let layer = Registry::layered(self.registry.clone());
+            for tool in &plugin_tools {
+                layer.replace((*tool).clone());
+            }
+            layer.snapshot(ctx).await
+        };
+        let kept = FRAMEWORK_TOOLS
+            .iter()
+            .copied()
+            .chain(plugin_tools.iter().map(|t| t.name()));
+        let keep_framework = ToolFilter::include_names(kept);
         for filter in [self.tool_filter.as_ref(), run_filter]
             .into_iter()
             .flatten()
         {
-            let keep_framework = ToolFilter::include_names(FRAMEWORK_TOOLS.iter().copied());
-            tools = tools.filtered(ctx, &keep_framework.or(filter.clone()));
+            tools = tools.filtered(ctx, &keep_framework.clone().or(filter.clone()));
         }
         tools
+    }
+
+    /// The callbacks in force for this agent in `inv`: the plugins', then its own.
+    fn active_callbacks(&self, inv: &Invocation) -> Active {
+        let mut all: Vec<Callbacks> = inv.plugins.iter().map(|p| p.callbacks.clone()).collect();
+        all.push(self.callbacks.clone());
+        Active(all)
     }
 
     /// The batch options of the agent (and of the run `inv`, if any): only what they set,
@@ -455,6 +512,7 @@ impl LlmAgent {
         ToolContext::new()
             .with_cancellation(inv.cancellation().child_token())
             .with_extension(inv.clone())
+            .with_extension(self.active_callbacks(inv))
     }
 
     async fn request(&self, inv: &Invocation, tools: &ToolSnapshot) -> Result<Request, AgentError> {
@@ -481,15 +539,65 @@ impl LlmAgent {
             .unwrap_or(self.executor.config().repair_json)
     }
 
-    /// One model call: emits deltas and the complete response (with its tool calls as
+    /// One model call, between the before_model and after_model callbacks: emits deltas and the complete response (with its tool calls as
     /// recorded, see [`record_tool_calls`]) and, when the answer was cut at the token limit,
     /// a warning. Returns the calls to run (recorded ids, the model's own arguments: the
     /// executor validates or repairs them), or `None` after emitting an error event.
     async fn call_model(
         &self,
         inv: &Invocation,
-        request: Request,
+        callbacks: &Active,
+        mut request: Request,
     ) -> Result<Option<TurnCalls>, AgentError> {
+        let answered = callbacks.before_model(inv, &mut request).await?;
+        let (mut message, finish_reason, usage) = match answered {
+            Some(message) => (message, None, None),
+            None => match self.generate(inv, request).await? {
+                Some(response) => response,
+                None => return Ok(None),
+            },
+        };
+        callbacks.after_model(inv, &mut message).await?;
+        let repair = self.repairs_json(inv);
+        let recorded = record_tool_calls(&message.tool_calls, |text| {
+            repair
+                .then(|| repair_arguments(text).ok())
+                .flatten()
+                .map(|fixed| fixed.text)
+        });
+        let to_run: Vec<ToolCall> = message
+            .tool_calls
+            .iter()
+            .zip(&recorded)
+            .map(|(asked, recorded)| ToolCall::new(&recorded.id, asked.name(), asked.arguments()))
+            .collect();
+        message.tool_calls = recorded.clone();
+        let cut = finish_reason == Some(FinishReason::Length);
+        inv.emit(inv.new_event(EventKind::ModelResponse {
+            message,
+            finish_reason,
+            usage,
+        }))
+        .await?;
+        if cut {
+            let message = format!(
+                "the model stopped at its token limit (finish_reason: length): agent {}'s \
+                 answer may be cut short; raise max_tokens or ask for a shorter answer",
+                self.name
+            );
+            inv.emit(inv.new_event(EventKind::Warning { message }))
+                .await?;
+        }
+        Ok(Some(TurnCalls { to_run, recorded }))
+    }
+
+    /// Calls the model: emits its deltas and returns its complete message, or `None` after
+    /// emitting an error event.
+    async fn generate(
+        &self,
+        inv: &Invocation,
+        request: Request,
+    ) -> Result<Option<(Message, Option<FinishReason>, Option<Usage>)>, AgentError> {
         // Waiting for the first byte can take long (retries honour `Retry-After`), so it
         // is cancellable like the stream itself.
         let started = tokio::select! {
@@ -527,7 +635,7 @@ impl LlmAgent {
                 Some(Ok(response)) => last = Some(response),
             }
         }
-        let Some((mut message, finish_reason, usage)) = last.and_then(|r| {
+        let Some(response) = last.and_then(|r| {
             let Response {
                 message,
                 finish_reason,
@@ -540,37 +648,7 @@ impl LlmAgent {
             emit_error(inv, ErrorKind::Model, message).await?;
             return Ok(None);
         };
-        let repair = self.repairs_json(inv);
-        let recorded = record_tool_calls(&message.tool_calls, |text| {
-            repair
-                .then(|| repair_arguments(text).ok())
-                .flatten()
-                .map(|fixed| fixed.text)
-        });
-        let to_run: Vec<ToolCall> = message
-            .tool_calls
-            .iter()
-            .zip(&recorded)
-            .map(|(asked, recorded)| ToolCall::new(&recorded.id, asked.name(), asked.arguments()))
-            .collect();
-        message.tool_calls = recorded.clone();
-        let cut = finish_reason == Some(FinishReason::Length);
-        inv.emit(inv.new_event(EventKind::ModelResponse {
-            message,
-            finish_reason,
-            usage,
-        }))
-        .await?;
-        if cut {
-            let message = format!(
-                "the model stopped at its token limit (finish_reason: length): agent {}'s \
-                 answer may be cut short; raise max_tokens or ask for a shorter answer",
-                self.name
-            );
-            inv.emit(inv.new_event(EventKind::Warning { message }))
-                .await?;
-        }
-        Ok(Some(TurnCalls { to_run, recorded }))
+        Ok(Some(response))
     }
 
     /// Runs one turn's tool calls (recorded ids) and emits each result.
@@ -723,7 +801,43 @@ impl Agent for LlmAgent {
     }
 
     async fn run(&self, inv: Invocation) -> Result<(), AgentError> {
-        let tools = self.visible_tools(&inv).await;
+        let callbacks = self.active_callbacks(&inv);
+        if !self.runs_tool_callbacks && callbacks.has_tool_callbacks() {
+            let message = format!(
+                "agent {} uses an executor of its own: the plugins' tool callbacks do not run \
+                 for its calls",
+                self.name
+            );
+            inv.emit(inv.new_event(EventKind::Warning { message }))
+                .await?;
+        }
+        match callbacks.before_agent(&inv).await? {
+            Some(message) => {
+                let kind = EventKind::ModelResponse {
+                    message,
+                    finish_reason: None,
+                    usage: None,
+                };
+                inv.emit(inv.new_event(kind)).await?;
+            }
+            None => self.run_loop(&inv, &callbacks).await?,
+        }
+        for message in callbacks.after_agent(&inv).await? {
+            let kind = EventKind::ModelResponse {
+                message,
+                finish_reason: None,
+                usage: None,
+            };
+            inv.emit(inv.new_event(kind)).await?;
+        }
+        Ok(())
+    }
+}
+
+impl LlmAgent {
+    /// The model/tools loop of one run.
+    async fn run_loop(&self, inv: &Invocation, callbacks: &Active) -> Result<(), AgentError> {
+        let tools = self.visible_tools(inv).await;
         for (set, error) in tools.errors() {
             let message = format!("tool set {set}: {error}");
             inv.emit(inv.new_event(EventKind::Warning { message }))
@@ -731,8 +845,8 @@ impl Agent for LlmAgent {
         }
         let mut tool_turns = 0;
         loop {
-            let request = self.request(&inv, &tools).await?;
-            let Some(calls) = self.call_model(&inv, request).await? else {
+            let request = self.request(inv, &tools).await?;
+            let Some(calls) = self.call_model(inv, callbacks, request).await? else {
                 return Ok(());
             };
             if calls.to_run.is_empty() {
@@ -744,10 +858,10 @@ impl Agent for LlmAgent {
                      (max_tool_iterations); the last calls were not run",
                     self.name, self.max_tool_iterations
                 );
-                return emit_error(&inv, ErrorKind::MaxIterations, text).await;
+                return emit_error(inv, ErrorKind::MaxIterations, text).await;
             }
             tool_turns += 1;
-            match self.run_tools(&inv, &tools, &calls).await? {
+            match self.run_tools(inv, &tools, &calls).await? {
                 TurnEnd::Continue => {}
                 TurnEnd::Stop => return Ok(()),
             }

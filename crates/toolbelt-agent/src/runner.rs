@@ -16,7 +16,7 @@ use crate::invocation::{HistoryStore, input_events};
 use crate::llm_agent::route_target;
 use crate::session::{InMemorySessionService, SessionKey, SessionService};
 use crate::{
-    AgentError, DynAgent, ErrorKind, Event, EventKind, Invocation, RunOptions, find_agent,
+    AgentError, DynAgent, ErrorKind, Event, EventKind, Invocation, Plugin, RunOptions, find_agent,
 };
 
 /// How many events may wait for a slow consumer before the agent pauses.
@@ -117,6 +117,7 @@ pub struct Runner {
     root: DynAgent,
     sessions: Arc<dyn SessionService>,
     await_user_reply_routing: bool,
+    plugins: Arc<[Plugin]>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -136,6 +137,7 @@ impl Runner {
             root,
             sessions: Arc::new(InMemorySessionService::new()),
             await_user_reply_routing: false,
+            plugins: Arc::new([]),
         }
     }
 
@@ -148,6 +150,15 @@ impl Runner {
     /// Routes the next user message to the agent that called `await_user_reply`, once.
     pub fn with_await_user_reply_routing(mut self, on: bool) -> Self {
         self.await_user_reply_routing = on;
+        self
+    }
+
+    /// Applies `plugin`'s callbacks and tools to every agent of every run (see [`Plugin`]).
+    /// Plugins run in the order they were added, before each agent's own callbacks.
+    pub fn with_plugin(mut self, plugin: Plugin) -> Self {
+        let mut plugins = self.plugins.to_vec();
+        plugins.push(plugin);
+        self.plugins = plugins.into();
         self
     }
 
@@ -189,7 +200,8 @@ impl Runner {
             HistoryStore::Session(runner.sessions.clone()),
             tx,
             cancel,
-        );
+        )
+        .with_plugins(self.plugins.clone());
         let inv = root.clone();
         spawn_run(root, async move { runner.drive(&inv, input).await });
         stream
@@ -318,6 +330,7 @@ pub(crate) fn error_event(inv: &Invocation, error: &AgentError) -> Event {
         AgentError::Config(_) => ErrorKind::Config,
         AgentError::Cancelled => ErrorKind::Cancelled,
         AgentError::Panicked(_) => ErrorKind::Panic,
+        AgentError::Callback(_) => ErrorKind::Callback,
     };
     inv.new_event(EventKind::Error {
         kind,
