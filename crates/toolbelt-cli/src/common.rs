@@ -15,7 +15,7 @@ use toolbelt::exec::{
     CallResult, Executor, Registry, ToolCall, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
 };
 use toolbelt::mcp::server::{UpstreamOptions, Upstreams};
-use toolbelt::mcp::{McpServersFile, McpToolSet};
+use toolbelt::mcp::{McpServersFile, McpToolSet, Root};
 use toolbelt::{ToolContext, ToolSet};
 
 /// The command did what was asked.
@@ -149,7 +149,7 @@ impl Toolbox {
     ) -> Result<Self, CliError> {
         let mut toolbox = Self::open_builtin(args, read_state, Registry::new())?;
         if let Some(path) = &args.mcp_config {
-            for set in open_mcp_servers(path)? {
+            for set in open_mcp_servers(path, None)? {
                 // An MCP server may change its tools: list them again on every run.
                 toolbox.add(Arc::new(set), ToolSetRefresh::OnRun.into())?;
             }
@@ -161,7 +161,8 @@ impl Toolbox {
     /// the background (start them with [`Upstreams::start`]), each listing no tools until it
     /// is up. They are registered in the file's order, which decides who keeps a tool name
     /// on a clash; a listing of a connected server that hangs is cut off after the connect
-    /// timeout (its last tools stay).
+    /// timeout (its last tools stay). Their `roots/list` is answered by serve's client when
+    /// it offers roots, else with `--dir` as the one root.
     pub fn open_aggregating(
         args: &ToolSourceArgs,
         options: UpstreamOptions,
@@ -169,7 +170,7 @@ impl Toolbox {
         let registry = Registry::new().with_listing_timeout(options.connect_timeout);
         let mut toolbox = Self::open_builtin(args, None, registry)?;
         let sets = match &args.mcp_config {
-            Some(path) => open_mcp_servers(path)?,
+            Some(path) => open_mcp_servers(path, Some(&canonical_dir(&args.dir)?))?,
             None => Vec::new(),
         };
         let set_options = ToolSetOptions::new()
@@ -271,15 +272,26 @@ fn sandbox_line(mode: Option<SandboxMode>) -> String {
     }
 }
 
-/// One MCP tool set per server of an `mcpServers` file, in the file's order.
-fn open_mcp_servers(path: &Path) -> Result<Vec<McpToolSet>, CliError> {
+/// One MCP tool set per server of an `mcpServers` file, in the file's order; with `root`,
+/// each offers that directory as its root.
+fn open_mcp_servers(path: &Path, root: Option<&Path>) -> Result<Vec<McpToolSet>, CliError> {
+    let roots = match root {
+        Some(dir) => Some(vec![Root::directory(dir).map_err(|e| {
+            CliError::usage(format!("--dir {} as an MCP root: {e}", dir.display()))
+        })?]),
+        None => None,
+    };
     let file = McpServersFile::load(path)
         .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
     let mut sets = Vec::new();
     for (name, config) in file.servers() {
         let config = config.map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
-        let set = McpToolSet::builder(name.as_str(), config)
-            .session_reconnect(MCP_RECONNECT_ATTEMPTS)
+        let mut builder =
+            McpToolSet::builder(name.as_str(), config).session_reconnect(MCP_RECONNECT_ATTEMPTS);
+        if let Some(roots) = &roots {
+            builder = builder.roots(roots.clone());
+        }
+        let set = builder
             .build()
             .map_err(|e| CliError::usage(e.to_string()))?;
         sets.push(set);

@@ -170,7 +170,8 @@ async fn a_sampling_request_reaches_the_handler_and_its_answer_reaches_the_serve
         answer,
         json!({"model": "test-model", "text": "short.", "stop": "endTurn"})
     );
-    let seen = seen.lock().unwrap();
+    // Taken out of the lock, so no guard is held across the close below.
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     let request = &seen[0];
     assert_eq!(request.messages.len(), 1);
     assert_eq!(request.messages[0].role, SamplingRole::User);
@@ -179,7 +180,6 @@ async fn a_sampling_request_reaches_the_handler_and_its_answer_reaches_the_serve
     assert_eq!(request.max_tokens, 77);
     assert_eq!(request.temperature, Some(0.25));
     assert_eq!(request.model_hints, ["small-model"]);
-    drop(seen);
     set.close().await.unwrap();
 }
 

@@ -6,13 +6,20 @@
 //! elicitation handler, `sampling` only with a sampling handler, `roots` only with roots. A
 //! server that asks anyway gets `-32601` (method not found) for sampling, a decline for
 //! elicitation and an empty root list, as rmcp answers by default.
+//!
+//! A set whose server is aggregated by `toolbelt serve` has a [`RequestRelay`] instead: it
+//! declares elicitation (form and URL), sampling and roots, and passes each such request
+//! to the relay, which hands it to a client of `serve` (or answers with an error saying none
+//! offers it; roots fall back to the set's own).
 
 // Sampling and roots are deprecated in rmcp's newest protocol (SEP-2577) but are what
 // servers on 2025-06-18 and 2025-11-25 use.
 #![allow(deprecated)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::future::BoxFuture;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
@@ -47,29 +54,79 @@ pub(crate) struct ClientFeatures {
     pub progress: Arc<ProgressRoutes>,
     /// Log messages, resource updates and list changes, for a relay (`relay.rs`).
     pub upstream: Arc<super::relay::UpstreamEvents>,
+    /// Where the server's elicitation, sampling and roots requests go when the set is relayed.
+    pub requests: RwLock<Option<Arc<dyn RequestRelay>>>,
+}
+
+/// Answers a server's requests on someone else's behalf: `toolbelt serve` passes an
+/// aggregated server's requests on to its own clients. Each answer is the client's own
+/// (or a JSON-RPC error saying why there is none); dropping the future abandons the request.
+pub(crate) trait RequestRelay: Send + Sync {
+    /// An `elicitation/create` of `server`.
+    fn elicit(
+        &self,
+        server: &str,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>>;
+    /// A `sampling/createMessage` of `server`.
+    fn create_message(
+        &self,
+        server: &str,
+        request: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, ErrorData>>;
+    /// A `roots/list` of `server`; `None` when no client offers roots (the set's own roots
+    /// answer then).
+    fn list_roots(
+        &self,
+        server: &str,
+    ) -> BoxFuture<'static, Option<Result<ListRootsResult, ErrorData>>>;
+}
+
+// Only `toolbelt-mcp::server` relays requests.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+impl super::McpToolSet {
+    /// Passes the server's elicitation, sampling and roots requests to `relay` in sessions
+    /// opened from now on (the capabilities are declared when a session starts).
+    pub(crate) fn relay_requests(&self, relay: Arc<dyn RequestRelay>) {
+        *self
+            .inner
+            .features
+            .requests
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(relay);
+    }
 }
 
 impl ClientFeatures {
     /// The capabilities to declare in `initialize`: only what a handler answers.
     fn capabilities(&self) -> ClientCapabilities {
         let mut capabilities = ClientCapabilities::default();
-        if self.elicitation.is_some() {
+        // A relay may find a client for any of them; the relay refuses what none offers.
+        let relayed = self.request_relay().is_some();
+        if self.elicitation.is_some() || relayed {
             let mut elicitation =
                 ElicitationCapability::new().with_form(FormElicitationCapability::new());
-            if self.url_elicitation {
+            if self.url_elicitation || relayed {
                 elicitation = elicitation.with_url(UrlElicitationCapability::new());
             }
             capabilities.elicitation = Some(elicitation);
         }
-        if self.sampling.is_some() {
+        if self.sampling.is_some() || relayed {
             capabilities.sampling = Some(SamplingCapability::default());
         }
-        if self.roots.is_some() {
+        if self.roots.is_some() || relayed {
             let mut roots = RootsCapabilities::default();
             roots.list_changed = Some(true);
             capabilities.roots = Some(roots);
         }
         capabilities
+    }
+
+    fn request_relay(&self) -> Option<Arc<dyn RequestRelay>> {
+        self.requests
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -147,8 +204,11 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        if let Some(relay) = self.features.request_relay() {
+            return until_cancelled(&context, relay.elicit(&self.server, request)).await;
+        }
         let Some(handler) = &self.features.elicitation else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
@@ -211,8 +271,11 @@ impl ClientHandler for Handler {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
+        if let Some(relay) = self.features.request_relay() {
+            return until_cancelled(&context, relay.create_message(&self.server, params)).await;
+        }
         let Some(handler) = &self.features.sampling else {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -239,8 +302,14 @@ impl ClientHandler for Handler {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
+        if let Some(relay) = self.features.request_relay() {
+            let relayed = relay.list_roots(&self.server);
+            if let Some(answer) = until_cancelled(&context, async { Ok(relayed.await) }).await? {
+                return answer;
+            }
+        }
         match &self.features.roots {
             Some(shared) => Ok(roots::list_result(shared)),
             None => Err(ErrorData::new(
@@ -249,6 +318,21 @@ impl ClientHandler for Handler {
                 None,
             )),
         }
+    }
+}
+
+/// Waits for a relayed answer until the server cancels its request (dropping the relay's
+/// future abandons the request it forwarded).
+async fn until_cancelled<T>(
+    context: &RequestContext<RoleClient>,
+    answer: impl std::future::Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    tokio::select! {
+        answer = answer => answer,
+        _ = context.ct.cancelled() => Err(ErrorData::internal_error(
+            "the server cancelled the request",
+            None,
+        )),
     }
 }
 

@@ -16,7 +16,7 @@
 
 mod call;
 mod elicitation;
-mod handler;
+pub(crate) mod handler;
 mod mapping;
 mod progress;
 pub(crate) mod relay;

@@ -11,6 +11,8 @@
 // Logging, subscriptions and `resources/subscribe` are deprecated in rmcp's newest protocol
 // version (SEP-2577) but are what servers and clients of the versions in use speak.
 #![allow(deprecated)]
+// Its one user is the `server` feature's relay: without it, this is unused.
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};

@@ -26,6 +26,7 @@ use toolbelt_exec::{Executor, ToolCall};
 
 use super::convert::{call_result, error_result, mcp_tool};
 use super::relay::{Peers, Relay};
+use super::requests::CallingClient;
 use super::upstream::Upstreams;
 use crate::client::tool::json_kind;
 
@@ -218,8 +219,16 @@ impl ToolServer {
         // The request's token is cancelled by rmcp when the client sends
         // `notifications/cancelled` for this request (or the session ends); the tool's context
         // hangs off it, so a running Bash command is killed.
-        let mut ctx =
-            ToolContext::for_call(call_id.clone()).with_cancellation(context.ct.child_token());
+        let call_token = context.ct.child_token();
+        // An aggregated server's elicitation or sampling request during the call comes back
+        // to this client (`requests.rs`).
+        let client = CallingClient {
+            peer: context.peer.clone(),
+            call: call_token.clone(),
+        };
+        let mut ctx = ToolContext::for_call(call_id.clone())
+            .with_cancellation(call_token)
+            .with_extension(client);
         let progress = context
             .meta
             .get_progress_token()

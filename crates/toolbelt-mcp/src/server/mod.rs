@@ -78,6 +78,7 @@ mod http;
 mod line_filter;
 mod malformed;
 mod relay;
+mod requests;
 mod sessions;
 mod stdio;
 mod upstream;

@@ -41,8 +41,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use toolbelt_core::{JsonObject, ToolContext};
 
+use super::requests::ClientRequests;
 use super::upstream::{Upstream, Upstreams};
 use crate::McpError;
+use crate::client::handler::RequestRelay;
 use crate::client::relay::UpstreamListener;
 
 /// The status resource: every aggregated server and its state, as JSON.
@@ -113,8 +115,10 @@ impl Relay {
             self_ref: self_ref.clone(),
         });
         let listener: Arc<dyn UpstreamListener> = Arc::new(Listener(Arc::downgrade(&relay)));
+        let requests: Arc<dyn RequestRelay> = Arc::new(ClientRequests(Arc::downgrade(&relay)));
         for upstream in relay.upstreams.servers.iter() {
             upstream.set.listen(listener.clone());
+            upstream.set.relay_requests(requests.clone());
         }
         relay
     }
@@ -604,8 +608,8 @@ impl Relay {
         let _ = sender.send(event);
     }
 
-    /// The clients still connected.
-    fn live_peers(&self) -> Vec<Peer<RoleServer>> {
+    /// The clients still connected, oldest first.
+    pub(crate) fn live_peers(&self) -> Vec<Peer<RoleServer>> {
         let mut peers = lock(&self.peers);
         peers.retain(|peer| !peer.is_transport_closed());
         peers.clone()

@@ -10,14 +10,17 @@
 //! `notifications/tools/list_changed`. Every change of state is logged, and the status
 //! resource (`toolbelt://status`) says what each server is doing now.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
-use toolbelt_core::{DynTool, DynToolSet, ToolContext, ToolError, ToolSet};
+use toolbelt_core::{
+    Declaration, DynTool, DynToolSet, Tool, ToolContext, ToolError, ToolOutput, ToolSet,
+};
 
+use super::requests::{CallingClient, CallsInFlight};
 use crate::McpToolSet;
 
 /// How long [`Upstreams`] waits for one server to connect and list its tools, by default.
@@ -76,6 +79,8 @@ pub(crate) struct Upstream {
     pub(crate) name: String,
     pub(crate) set: McpToolSet,
     status: RwLock<UpstreamStatus>,
+    /// The clients' calls to this server now, so its requests reach the right client.
+    pub(crate) calls: Arc<CallsInFlight>,
 }
 
 impl Upstream {
@@ -132,6 +137,7 @@ impl Upstreams {
                     name: ToolSet::name(&set).to_string(),
                     set,
                     status: RwLock::new(UpstreamStatus::Connecting { attempt: 1 }),
+                    calls: Arc::default(),
                 })
             })
             .collect();
@@ -153,6 +159,7 @@ impl Upstreams {
             .map(|upstream| {
                 Arc::new(BackgroundSet {
                     upstream: upstream.clone(),
+                    tracked: Mutex::default(),
                 }) as DynToolSet
             })
             .collect()
@@ -264,6 +271,57 @@ fn unix_seconds() -> u64 {
 /// An aggregated server as a tool set: no tools until the server is connected.
 struct BackgroundSet {
     upstream: Arc<Upstream>,
+    /// The last listing: each server tool and the tracked tool offered for it, kept so that
+    /// an unchanged tool is offered as the same value (the executor compiles a tool's
+    /// validator once per value).
+    tracked: Mutex<Vec<(DynTool, DynTool)>>,
+}
+
+impl BackgroundSet {
+    /// The server's tools, each recording its calls in the server's calls in flight.
+    fn track(&self, tools: Vec<DynTool>) -> Vec<DynTool> {
+        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        let listing: Vec<(DynTool, DynTool)> = tools
+            .into_iter()
+            .map(|tool| {
+                // Both are held, so an address compared here cannot have been reused.
+                let known = tracked
+                    .iter()
+                    .find(|(inner, _)| Arc::ptr_eq(inner, &tool))
+                    .map(|(_, offered)| offered.clone());
+                let offered = known.unwrap_or_else(|| {
+                    Arc::new(TrackedTool {
+                        inner: tool.clone(),
+                        calls: self.upstream.calls.clone(),
+                    }) as DynTool
+                });
+                (tool, offered)
+            })
+            .collect();
+        let offered = listing.iter().map(|(_, offered)| offered.clone()).collect();
+        *tracked = listing;
+        offered
+    }
+}
+
+/// A server's tool whose calls are recorded, with the client that made them, while they run.
+struct TrackedTool {
+    inner: DynTool,
+    calls: Arc<CallsInFlight>,
+}
+
+#[async_trait]
+impl Tool for TrackedTool {
+    fn declaration(&self) -> &Declaration {
+        self.inner.declaration()
+    }
+
+    async fn call(&self, ctx: ToolContext, args: &str) -> Result<ToolOutput, ToolError> {
+        let _in_flight = ctx
+            .get::<CallingClient>()
+            .map(|client| self.calls.enter(client.clone()));
+        self.inner.call(ctx, args).await
+    }
 }
 
 #[async_trait]
@@ -284,7 +342,7 @@ impl ToolSet for BackgroundSet {
         match self.upstream.set.tools(ctx).await {
             Ok(tools) => {
                 self.upstream.set_status(UpstreamStatus::Connected);
-                Ok(tools)
+                Ok(self.track(tools))
             }
             Err(err) => {
                 // The server went away after connecting: the set reconnects on next use.

@@ -1,0 +1,153 @@
+//! `toolbelt serve` passes an aggregated server's requests to its client on to its own
+//! client: a Python SDK client (`clients/py_client_features.py`) ← serve ← the Python SDK
+//! client-features fixture server, whose tools elicit (a form, a URL), sample and list roots
+//! in the middle of a call. The client's callbacks must receive the requests as the server
+//! sent them and their answers must reach the server (its tools echo them back); a client
+//! that offers none of it gets a clear error in the tool's result, and the server's roots
+//! are serve's `--dir`.
+
+mod serve_support;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use serve_support::*;
+
+/// A served directory whose `mcp.json` aggregates the client-features fixture as `cf`.
+fn served() -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fixture = workspace().join("crates/toolbelt-mcp/tests/fixtures/client_features_server.py");
+    assert!(
+        fixture.exists(),
+        "the client-features fixture server is missing"
+    );
+    let config = json!({"mcpServers": {"cf": {
+        "command": "python3", "args": [fixture.display().to_string(), "stdio"]
+    }}});
+    std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
+    let args = vec![
+        "serve".into(),
+        "--dir".into(),
+        dir.path().display().to_string(),
+        "--mcp-config".into(),
+        dir.path().join("mcp.json").display().to_string(),
+    ];
+    (dir, args)
+}
+
+fn client(scenario: &str, target: &[String], token: Option<&str>) -> Value {
+    let mut command = Command::new("python3");
+    command
+        .arg(client_script("py_client_features.py"))
+        .arg(scenario)
+        .args(target);
+    if let Some(token) = token {
+        command.env("TOOLBELT_TEST_TOKEN", token);
+    }
+    run_client(command)
+}
+
+/// A tool's text result as JSON (the fixture's tools answer with JSON).
+fn answer(result: &Value) -> Value {
+    assert_eq!(result["is_error"], false, "the call failed: {result}");
+    serde_json::from_str(result["text"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {result}"))
+}
+
+/// What the `offered` scenario must have seen, over either transport.
+fn assert_relayed_to_the_client(report: &Value) {
+    let results = &report["results"];
+    let seen = &report["seen"];
+
+    // Form elicitation: the client got the server's message and schema; its answer is the
+    // tool's result.
+    assert_eq!(
+        answer(&results["profile"]),
+        json!({"action": "accept", "content": {"name": "Grace", "age": 85}}),
+        "{report}"
+    );
+    let form = &seen["elicitations"][0];
+    assert_eq!(form["message"], "Who are you?");
+    assert_eq!(
+        form["schema_fields"],
+        json!(["age", "name", "nickname", "plan", "score", "subscribe"])
+    );
+    // URL elicitation: the URL arrived, the client's decline went back.
+    assert_eq!(answer(&results["url"])["action"], "decline", "{report}");
+    assert_eq!(
+        seen["elicitations"][1]["url"],
+        "https://example.invalid/login"
+    );
+
+    // Sampling: the conversation and its parameters arrived unchanged; the client's model
+    // answered.
+    assert_eq!(
+        answer(&results["summary"]),
+        json!({"model": "client-model", "text": "shortened by the client", "stop": "endTurn"}),
+        "{report}"
+    );
+    assert_eq!(
+        seen["samplings"],
+        json!([{
+            "messages": ["a long text to shorten"],
+            "system_prompt": "You summarize.",
+            "max_tokens": 77,
+            "hints": ["small-model"],
+        }])
+    );
+
+    // Roots: the client's own, not serve's directory.
+    assert_eq!(
+        answer(&results["roots"]),
+        json!([{"uri": "file:///client/workspace/", "name": "client-root"}]),
+        "{report}"
+    );
+    assert_eq!(seen["roots_lists"], 1);
+}
+
+#[test]
+fn elicitation_sampling_and_roots_reach_the_client_over_stdio() {
+    let (_dir, args) = served();
+    let report = client("offered", &stdio_target(&args), None);
+    assert_relayed_to_the_client(&report);
+}
+
+#[test]
+fn elicitation_sampling_and_roots_reach_the_client_over_http() {
+    let (_dir, args) = served();
+    let server = HttpServe::start(&args);
+    let token = server.token.clone().expect("a generated token");
+    let target = vec!["http".to_string(), server.url.clone()];
+    let report = client("offered", &target, Some(&token));
+    assert_relayed_to_the_client(&report);
+}
+
+#[test]
+fn a_client_without_the_capabilities_gets_a_clear_error_and_roots_are_the_served_dir() {
+    let (dir, args) = served();
+    let report = client("bare", &stdio_target(&args), None);
+    let results = &report["results"];
+    for (tool, feature) in [
+        ("profile", "elicitation"),
+        ("url", "URL elicitation"),
+        ("summary", "sampling"),
+    ] {
+        let result = &results[tool];
+        assert_eq!(result["is_error"], true, "{tool}: {report}");
+        let text = result["text"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("does not offer {feature}")),
+            "{tool}: the error should say the client does not offer {feature}: {text}"
+        );
+    }
+    // A temp directory's path needs no percent-encoding.
+    let root = format!(
+        "file://{}/",
+        std::fs::canonicalize(dir.path()).unwrap().display()
+    );
+    assert_eq!(
+        answer(&results["roots"]),
+        json!([{"uri": root, "name": null}]),
+        "{report}"
+    );
+}
