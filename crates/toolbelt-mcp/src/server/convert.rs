@@ -122,6 +122,9 @@ pub fn call_result(output: &ToolOutput, declares_output_schema: bool) -> CallToo
     if let Some(relayed) = &relayed {
         restore_block_extras(&mut content[first_block..], &relayed.blocks);
     }
+    if output.silent {
+        content.iter_mut().for_each(for_the_model_only);
+    }
     let mut result = if output.is_error {
         CallToolResult::error(content)
     } else {
@@ -160,6 +163,28 @@ fn restore_block_extras(blocks: &mut [McpContent], extras: &[JsonObject]) {
     }
 }
 
+/// Marks a block of a `silent` result for the model only (MCP's `audience: ["assistant"]`):
+/// a client shows it to no user but passes it to its model. An audience the block already
+/// has (an aggregated server's) is kept.
+fn for_the_model_only(block: &mut McpContent) {
+    let Ok(serde_json::Value::Object(mut raw)) = serde_json::to_value(&*block) else {
+        return;
+    };
+    let annotations = raw
+        .entry("annotations")
+        .or_insert_with(|| serde_json::Value::Object(JsonObject::new()));
+    let Some(annotations) = annotations.as_object_mut() else {
+        return;
+    };
+    if annotations.contains_key("audience") {
+        return;
+    }
+    annotations.insert("audience".into(), serde_json::json!(["assistant"]));
+    if let Ok(marked) = serde_json::from_value(serde_json::Value::Object(raw)) {
+        *block = marked;
+    }
+}
+
 /// Whether the model's text is only the blocks' summaries (what an aggregated MCP server's
 /// result maps to), so sending it beside the blocks would repeat them.
 fn derived_from_blocks(text: &str, output: &ToolOutput) -> bool {
@@ -180,6 +205,26 @@ mod tests {
 
     fn declaration() -> Declaration {
         Declaration::new("probe", "A probe").unwrap()
+    }
+
+    #[test]
+    fn a_silent_result_is_for_the_model_only() {
+        let output = ToolOutput::text("internal note")
+            .with_block(ContentBlock::image("image/png", "AAAA"))
+            .silent();
+        let result = serde_json::to_value(call_result(&output, false)).unwrap();
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content.len(), 2);
+        for block in content {
+            assert_eq!(
+                block["annotations"]["audience"],
+                json!(["assistant"]),
+                "{block}"
+            );
+        }
+        // A result that is not silent carries no audience: clients show it to everyone.
+        let shown = serde_json::to_value(call_result(&ToolOutput::text("hi"), false)).unwrap();
+        assert!(shown["content"][0].get("annotations").is_none(), "{shown}");
     }
 
     #[test]
