@@ -13,6 +13,9 @@
 //! log say which servers are connected, connecting or failed (with the error). Their
 //! resources, prompts, completions and log messages are relayed too; names and URIs are kept
 //! apart as the library's `server` module docs say (`--always-prefix` prefixes all of them).
+//! Their elicitation and sampling requests go to the client whose call made them (when it
+//! declared the capability), and `roots/list` to a client offering roots, else `--dir` is the
+//! one root.
 //!
 //! Over HTTP the server binds 127.0.0.1 unless told otherwise, checks `Host` and `Origin`
 //! (DNS-rebinding protection) and requires `Authorization: Bearer TOKEN`, safe by default:

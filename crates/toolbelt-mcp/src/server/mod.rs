@@ -34,6 +34,14 @@
 //!   annotations (absent ones stay absent), `_meta`, content annotations (audience, priority)
 //!   and structured content pass unchanged (rmcp's types end to end; what Toolbelt's
 //!   `ToolOutput` has no field for rides in a private `_meta` key taken out before answering).
+//! - A server's requests to its client (`elicitation/create`, `sampling/createMessage`,
+//!   `roots/list`) go to the client whose call to that server is in flight (the most recent
+//!   one when several are; with none, the most recently connected client that declared the
+//!   capability), and its answer or error goes back unchanged. A client that did not declare
+//!   the capability is not asked: the server gets -32601 saying so. `roots/list` with no
+//!   client offering roots gets the tool set's own roots (`toolbelt serve`: `--dir`). The
+//!   upstream sessions declare elicitation, sampling and roots, since a client that connects
+//!   later may offer them.
 //! - Names on a clash, one rule for everything an aggregated server offers: the built-in
 //!   tools keep theirs; then, in configuration order, the first connected server keeps a
 //!   name and a later one's is offered as `{server}_{name}` (tools and prompts) or under
