@@ -4,7 +4,8 @@
 //! in the middle of a call. The client's callbacks must receive the requests as the server
 //! sent them and their answers must reach the server (its tools echo them back); a client
 //! that offers none of it gets a clear error in the tool's result, and the server's roots
-//! are serve's `--dir`.
+//! are serve's `--dir`. With two clients on one HTTP server, a request goes to the client
+//! whose call made it, never to the other one.
 
 mod serve_support;
 
@@ -120,6 +121,25 @@ fn elicitation_sampling_and_roots_reach_the_client_over_http() {
     let target = vec!["http".to_string(), server.url.clone()];
     let report = client("offered", &target, Some(&token));
     assert_relayed_to_the_client(&report);
+}
+
+#[test]
+fn a_request_goes_to_the_client_whose_call_made_it_not_to_the_latest_or_a_capable_one() {
+    let (_dir, args) = served();
+    let server = HttpServe::start(&args);
+    let token = server.token.clone().expect("a generated token");
+    let target = vec!["http".to_string(), server.url.clone()];
+    let report = client("two_clients", &target, Some(&token));
+    // The bare client's call: an error for it, and the other client was never asked.
+    assert_eq!(report["from_bare"]["is_error"], true, "{report}");
+    assert_eq!(report["asked_after_bare"], 0, "{report}");
+    // The offering client's call reaches its own callback, though it connected first.
+    assert_eq!(
+        answer(&report["from_offering"]),
+        json!({"action": "accept", "content": {"name": "Offering"}}),
+        "{report}"
+    );
+    assert_eq!(report["asked"], json!(["Who are you?"]));
 }
 
 #[test]

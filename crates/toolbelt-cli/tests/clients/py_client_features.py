@@ -14,6 +14,9 @@ Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
               fixture's ask_profile, ask_url, summarize and list_client_roots; reports what
               each callback received and what each tool returned
     bare      the client declares none of them; calls the same tools and reports the results
+    two_clients  (http) a client offering elicitation connects, then a bare one; each calls
+              ask_profile; reports both results and how many requests the first one's
+              callback received
 """
 
 import asyncio
@@ -133,7 +136,28 @@ async def bare():
         return {"results": await calls(session)}
 
 
-SCENARIOS = {"offered": offered, "bare": bare}
+async def two_clients():
+    asked = []
+
+    async def on_elicitation(_context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Offering"})
+
+    async with connect(elicitation_callback=on_elicitation) as offering:
+        async with connect() as bare:
+            # The bare client connected last; its call's request must not reach `offering`.
+            from_bare = await call(bare, "ask_profile", {})
+            asked_after_bare = len(asked)
+            from_offering = await call(offering, "ask_profile", {})
+    return {
+        "from_bare": from_bare,
+        "asked_after_bare": asked_after_bare,
+        "from_offering": from_offering,
+        "asked": asked,
+    }
+
+
+SCENARIOS = {"offered": offered, "bare": bare, "two_clients": two_clients}
 
 if __name__ == "__main__":
     report = anyio.run(SCENARIOS[SCENARIO])
