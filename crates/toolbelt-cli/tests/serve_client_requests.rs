@@ -104,6 +104,8 @@ fn assert_relayed_to_the_client(report: &Value) {
         "{report}"
     );
     assert_eq!(seen["roots_lists"], 1);
+    // The client's roots/list_changed reached the server.
+    assert_eq!(results["roots_changed"], 1, "{report}");
 }
 
 #[test]

@@ -12,7 +12,8 @@ TOOLBELT_TEST_TOKEN: the bearer token over HTTP.
 Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
     offered   the client declares elicitation, sampling and roots callbacks; calls the
               fixture's ask_profile, ask_url, summarize and list_client_roots; reports what
-              each callback received and what each tool returned
+              each callback received and what each tool returned; then sends
+              roots/list_changed and reports how many the server heard
     bare      the client declares none of them; calls the same tools and reports the results
     two_clients  (http) a client offering elicitation connects, then a bare one; each calls
               ask_profile; reports both results and how many requests the first one's
@@ -128,6 +129,16 @@ async def offered():
         list_roots_callback=on_roots,
     ) as session:
         results = await calls(session)
+        # The client's roots change: the aggregated server must hear of it.
+        await session.send_roots_list_changed()
+        deadline = time.monotonic() + 30
+        changed = 0
+        while time.monotonic() < deadline:
+            changed = json.loads((await call(session, "roots_changed_count", {}))["text"])
+            if changed:
+                break
+            await asyncio.sleep(0.1)
+        results["roots_changed"] = changed
     return {"results": results, "seen": seen}
 
 

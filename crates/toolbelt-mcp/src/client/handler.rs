@@ -95,6 +95,16 @@ impl super::McpToolSet {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(relay);
     }
+
+    /// Tells the server the roots changed (`notifications/roots/list_changed`), when a
+    /// session is open: a relayed client's roots did.
+    pub(crate) async fn notify_roots_changed(&self) {
+        if let Some(session) = self.inner.current_session()
+            && let Err(err) = session.peer().notify_roots_list_changed().await
+        {
+            tracing::debug!(server = %self.inner.name, "could not send roots/list_changed: {err}");
+        }
+    }
 }
 
 impl ClientFeatures {

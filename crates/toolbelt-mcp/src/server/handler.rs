@@ -606,6 +606,16 @@ impl ServerHandler for ToolServer {
         Ok(())
     }
 
+    /// A client's roots changed: the aggregated servers list them again (their `roots/list`
+    /// reaches a client that offers roots).
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        if let Some(relay) = &self.relay {
+            for upstream in relay.upstreams().connected() {
+                upstream.set.notify_roots_changed().await;
+            }
+        }
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut peers = self.lock_peers();
         // Sessions that ended (closed, expired, evicted) are forgotten here too, so a server

@@ -39,7 +39,8 @@
 //!   one when several are; with none, the most recently connected client that declared the
 //!   capability), and its answer or error goes back unchanged. A client that did not declare
 //!   the capability is not asked: the server gets -32601 saying so. `roots/list` with no
-//!   client offering roots gets the tool set's own roots (`toolbelt serve`: `--dir`). The
+//!   client offering roots gets the tool set's own roots (`toolbelt serve`: `--dir`); a
+//!   client's `notifications/roots/list_changed` is passed on to every server. The
 //!   upstream sessions declare elicitation, sampling and roots, since a client that connects
 //!   later may offer them.
 //! - Names on a clash, one rule for everything an aggregated server offers: the built-in
