@@ -224,6 +224,11 @@ pub struct Event {
     /// agent), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_invocation_id: Option<String>,
+    /// For an event forwarded from a child agent run by a tool (an
+    /// [`AgentTool`](crate::AgentTool) with `stream_inner`): the id of the tool call that
+    /// runs the child, so a caller can show the child's progress under that call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
     /// The agent's name, or `user` for the caller's input.
     pub author: String,
     /// Milliseconds since the Unix epoch.
@@ -245,6 +250,7 @@ impl Event {
             id: crate::id::new_id(),
             invocation_id: invocation_id.into(),
             parent_invocation_id,
+            tool_call_id: None,
             author: author.into(),
             timestamp_ms: now_ms(),
             kind,
@@ -331,6 +337,7 @@ mod tests {
             id: "e1".into(),
             invocation_id: "i1".into(),
             parent_invocation_id: None,
+            tool_call_id: None,
             author: "agent".into(),
             timestamp_ms: 7,
             kind,

@@ -73,6 +73,9 @@ impl RunOptions {
 pub(crate) struct Actions {
     pub(crate) transfer_to: Option<String>,
     pub(crate) await_user_reply: bool,
+    /// An [`AgentTool`](crate::AgentTool) asked that the turn end after its result, without
+    /// another model call.
+    pub(crate) skip_summarization: bool,
 }
 
 /// Where an invocation's conversation lives.
@@ -103,6 +106,8 @@ pub struct Invocation {
     pub(crate) actions: Arc<Mutex<Actions>>,
     /// The runner's plugins, applied to this invocation's agent and every one it starts.
     pub(crate) plugins: Arc<[Plugin]>,
+    /// How many child invocations (agents run by tools) lie between this one and the root.
+    depth: usize,
 }
 
 impl std::fmt::Debug for Invocation {
@@ -136,6 +141,7 @@ impl Invocation {
             output,
             cancel,
             actions: Arc::default(),
+            depth: 0,
             plugins: Arc::new([]),
         }
     }
@@ -283,8 +289,23 @@ impl Invocation {
             output,
             cancel: self.cancel.child_token(),
             actions: Arc::default(),
+            depth: self.depth + 1,
             plugins: self.plugins.clone(),
         }
+    }
+
+    /// How many child invocations lie between this one and the root of the run: 0 for the
+    /// root and the agents it transfers to, one more for each [`Invocation::child`].
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Cancels this (child) invocation when `token` fires instead of when its parent's does:
+    /// a tool passes its call's token (a child of the parent's, which the call's timeout
+    /// also fires) so the child stops with the call.
+    pub(crate) fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
     }
 
     /// Runs `agent` in this (child) invocation on `input` and returns its events; every one

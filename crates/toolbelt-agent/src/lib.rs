@@ -22,6 +22,8 @@
 //!   and runtime state; the context's `call_id()` is the tool_call_id;
 //!   [`Invocation::child`] and [`Invocation::run_child`] run another agent whose events
 //!   carry the parent's invocation id.
+//! - Agents as tools: [`AgentTool`] offers any agent to another as a tool (skip
+//!   summarization, forwarding of the child's events, history scope, a depth limit).
 //! - Multi-agent: sub-agents and `transfer_to_agent`; `await_user_reply` with one-shot
 //!   routing ([`Runner::with_await_user_reply_routing`]); framework tools are never removed
 //!   by tool filters.
@@ -94,6 +96,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod agent_tool;
 pub mod callbacks;
 mod error;
 mod event;
@@ -107,6 +110,7 @@ mod runner;
 pub mod session;
 
 pub use agent::{Agent, DynAgent, find_agent};
+pub use agent_tool::{AgentTool, DEFAULT_MAX_AGENT_DEPTH, HistoryScope, InnerTextMode};
 pub use callbacks::{CallbackError, Callbacks};
 pub use error::AgentError;
 pub use event::{ErrorKind, Event, EventKind, ToolResult};

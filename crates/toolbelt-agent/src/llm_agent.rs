@@ -732,11 +732,12 @@ impl LlmAgent {
                 .await?;
         }
 
-        let (transfer_to, await_reply) = {
+        let (transfer_to, await_reply, skip_summarization) = {
             let mut actions = inv.actions.lock().unwrap_or_else(|p| p.into_inner());
             (
                 actions.transfer_to.take(),
                 std::mem::take(&mut actions.await_user_reply),
+                std::mem::take(&mut actions.skip_summarization),
             )
         };
         if await_reply {
@@ -754,6 +755,10 @@ impl LlmAgent {
                 return Ok(TurnEnd::Stop);
             };
             agent.run(inv.transfer_to(&target)).await?;
+            return Ok(TurnEnd::Stop);
+        }
+        if skip_summarization {
+            // An AgentTool's result is the answer: the turn ends without another model call.
             return Ok(TurnEnd::Stop);
         }
         Ok(TurnEnd::Continue)

@@ -92,6 +92,7 @@ pub(crate) fn read_legacy(body: &str) -> Option<Vec<Event>> {
                 },
                 invocation_id: old.invocation_id.clone(),
                 parent_invocation_id: old.parent_invocation_id.clone(),
+                tool_call_id: None,
                 author: old.author.clone(),
                 timestamp_ms: old.timestamp_ms,
                 kind,

@@ -1,0 +1,429 @@
+//! [`AgentTool`] end to end: an outer agent calls an agent tool whose child agent reads a
+//! real file with the built-in Read tool and answers, each agent talking to its own scripted
+//! OpenAI-compatible server on 127.0.0.1 (so each server's recorded requests are exactly
+//! what that agent sent).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use toolbelt_agent::{
+    Agent, AgentError, AgentTool, DynAgent, Event, HistoryScope, InnerTextMode, Invocation,
+    RunOptions, Runner, SessionKey,
+};
+use toolbelt_core::{DynToolSet, FunctionTool, ToolContext, ToolError};
+use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
+
+mod agent_support;
+
+use agent_support::*;
+
+const NOTES: &str = "the meeting moved to Thursday";
+const CHILD_ANSWER: &str = "notes.txt says the meeting moved to Thursday";
+
+/// The child: a `files` agent with the built-in tools over `dir` (holding notes.txt).
+fn files_agent(server: &ScriptedServer, dir: &std::path::Path, stream: bool) -> DynAgent {
+    std::fs::write(dir.join("notes.txt"), NOTES).unwrap();
+    let builtin =
+        toolbelt_builtin::BuiltinToolSet::new(toolbelt_builtin::BuiltinOptions::new(dir)).unwrap();
+    Arc::new(
+        agent("files", server, stream)
+            .tool_set(Arc::new(builtin) as DynToolSet)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// The child's script: read notes.txt, then answer.
+async fn child_server() -> ScriptedServer {
+    ScriptedServer::start([
+        Reply::tool_call("r1", "Read", r#"{"file_path":"notes.txt"}"#),
+        Reply::text(CHILD_ANSWER),
+    ])
+    .await
+    .unwrap()
+}
+
+/// A runner whose `coordinator` agent offers `tool`.
+fn coordinator(server: &ScriptedServer, tool: AgentTool, stream: bool) -> Runner {
+    let agent = agent("coordinator", server, stream)
+        .tool(tool)
+        .build()
+        .unwrap();
+    Runner::new("app", Arc::new(agent))
+}
+
+const ASK_FILES: &str = r#"{"request":"What does notes.txt say?"}"#;
+
+/// The contents of the user messages of a recorded request.
+fn user_texts(request: &RecordedRequest) -> Vec<String> {
+    request
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The events forwarded from a child (they carry the call's id).
+fn forwarded(events: &[Event]) -> Vec<&Event> {
+    events.iter().filter(|e| e.tool_call_id.is_some()).collect()
+}
+
+#[tokio::test]
+async fn the_child_reads_a_file_and_its_answer_is_the_tool_result() {
+    for stream in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let child = child_server().await;
+        let outer = ScriptedServer::start([
+            Reply::tool_call("c1", "files", ASK_FILES),
+            Reply::text("The meeting is on Thursday."),
+        ])
+        .await
+        .unwrap();
+        let tool = AgentTool::new(files_agent(&child, dir.path(), stream)).unwrap();
+        let runner = coordinator(&outer, tool, stream);
+        let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
+        no_errors(&events);
+
+        // The outer agent was offered the agent as a tool taking a request.
+        let first = &outer.requests()[0];
+        assert!(first.tool_names().contains(&"files".to_string()));
+        // The tool result is the child's final answer, and it is what the outer model got.
+        let results = results(&events);
+        assert_eq!(results.len(), 1, "the child's Read is not the outer run's");
+        assert_eq!(
+            (results[0].name.as_str(), results[0].content.as_str()),
+            ("files", CHILD_ANSWER)
+        );
+        assert_eq!(
+            tool_messages(&outer.requests()[1]),
+            vec![("c1".to_string(), CHILD_ANSWER.to_string())]
+        );
+        assert_eq!(final_answer(&events), "The meeting is on Thursday.");
+        // The child got only the request (isolated), read the real file and answered.
+        let child_requests = child.requests();
+        assert_eq!(child_requests.len(), 2);
+        assert_eq!(
+            user_texts(&child_requests[0]),
+            vec!["What does notes.txt say?"]
+        );
+        let read = tool_messages(&child_requests[1]);
+        assert_eq!(read.len(), 1);
+        assert!(read[0].1.contains(NOTES), "{read:?}");
+        // Nothing of the child is forwarded without stream_inner.
+        assert!(forwarded(&events).is_empty());
+        assert_eq!(of(&events, "run_completed").len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn skip_summarization_ends_the_turn_after_the_tool_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = child_server().await;
+    let outer = ScriptedServer::start([Reply::tool_call("c1", "files", ASK_FILES)])
+        .await
+        .unwrap();
+    let tool = AgentTool::new(files_agent(&child, dir.path(), false))
+        .unwrap()
+        .skip_summarization(true);
+    let runner = coordinator(&outer, tool, false);
+    let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(outer.requests().len(), 1, "no model call after the result");
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.type_name()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_input",
+            "model_response",
+            "tool_result",
+            "run_completed"
+        ]
+    );
+    assert_eq!(results(&events)[0].content, CHILD_ANSWER);
+}
+
+/// Runs the coordinator with a streaming child forwarded in `mode`; returns the events and
+/// the runner (for its session).
+async fn streamed_run(mode: InnerTextMode) -> (Vec<Event>, Runner) {
+    let dir = tempfile::tempdir().unwrap();
+    let child = child_server().await;
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "files", ASK_FILES),
+        Reply::text("Thursday."),
+    ])
+    .await
+    .unwrap();
+    let tool = AgentTool::new(files_agent(&child, dir.path(), true))
+        .unwrap()
+        .stream_inner(true)
+        .inner_text_mode(mode);
+    let runner = coordinator(&outer, tool, true);
+    let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
+    no_errors(&events);
+    (events, runner)
+}
+
+/// The index of the first event matching `pred`.
+fn position(events: &[Event], pred: impl Fn(&Event) -> bool) -> usize {
+    events
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("no such event in {events:#?}"))
+}
+
+#[tokio::test]
+async fn stream_inner_forwards_the_childs_deltas_and_tool_events_in_order_with_parent_ids() {
+    let (events, runner) = streamed_run(InnerTextMode::Include).await;
+    let outer_id = events[0].invocation_id.clone();
+    let inner = forwarded(&events);
+    assert!(!inner.is_empty());
+    for event in &inner {
+        assert_eq!(event.tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(
+            event.parent_invocation_id.as_deref(),
+            Some(outer_id.as_str())
+        );
+        assert_ne!(event.invocation_id, outer_id, "the child has its own id");
+        assert_eq!(event.author, "files");
+    }
+    let types: Vec<&str> = inner.iter().map(|e| e.kind.type_name()).collect();
+    for kind in ["user_input", "error", "run_completed"] {
+        assert!(!types.contains(&kind), "{kind} is not forwarded: {types:?}");
+    }
+    // In order: the outer call, the child's Read call, its result, the child's answer
+    // streamed, then the outer tool result and the outer answer.
+    let outer_call = position(&events, |e| {
+        e.tool_call_id.is_none() && !e.tool_calls().is_empty()
+    });
+    let child_call = position(&events, |e| {
+        e.tool_call_id.is_some() && e.tool_calls().iter().any(|c| c.name() == "Read")
+    });
+    let child_read = position(&events, |e| {
+        e.tool_call_id.is_some() && e.tool_result().is_some_and(|r| r.name == "Read")
+    });
+    let last_child_delta = events
+        .iter()
+        .rposition(|e| e.tool_call_id.is_some() && !e.delta_text().is_empty())
+        .unwrap();
+    let outer_result = position(&events, |e| {
+        e.tool_call_id.is_none() && e.tool_result().is_some()
+    });
+    assert!(
+        outer_call < child_call && child_call < child_read,
+        "{types:?}"
+    );
+    assert!(child_read < last_child_delta && last_child_delta < outer_result);
+    let streamed: String = events[child_read..outer_result]
+        .iter()
+        .map(Event::delta_text)
+        .collect();
+    assert_eq!(streamed, CHILD_ANSWER);
+    assert_eq!(
+        events[outer_result].tool_result().unwrap().content,
+        CHILD_ANSWER
+    );
+    assert_eq!(of(&events, "run_completed").len(), 1);
+    // Forwarded events are shown, not stored: the session keeps the call and its result.
+    let stored = runner
+        .sessions()
+        .events(&SessionKey::new("app", "user", "s"))
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|e| e.tool_call_id.is_none()));
+    assert!(stored.iter().all(|e| e.author != "files"));
+}
+
+#[tokio::test]
+async fn exclude_mode_hides_the_childs_text_but_keeps_its_tool_events() {
+    let (events, _) = streamed_run(InnerTextMode::Exclude).await;
+    let inner = forwarded(&events);
+    assert!(
+        inner.iter().all(|e| e.delta_text().is_empty()),
+        "no child text deltas: {inner:#?}"
+    );
+    let responses: Vec<&&Event> = inner
+        .iter()
+        .filter(|e| e.kind.type_name() == "model_response")
+        .collect();
+    assert_eq!(responses.len(), 1, "only the response that calls Read");
+    assert_eq!(responses[0].tool_calls()[0].name(), "Read");
+    assert!(responses[0].message().unwrap().content.is_empty());
+    let read: Vec<_> = inner.iter().filter_map(|e| e.tool_result()).collect();
+    assert_eq!(read.len(), 1);
+    assert!(read[0].content.contains(NOTES));
+    // The aggregated answer still reaches the outer model as the tool result.
+    let outer: Vec<_> = events
+        .iter()
+        .filter(|e| e.tool_call_id.is_none())
+        .filter_map(Event::tool_result)
+        .collect();
+    assert_eq!(outer[0].content, CHILD_ANSWER);
+}
+
+#[tokio::test]
+async fn parent_branch_history_is_visible_to_the_child_and_isolated_is_not() {
+    for scope in [HistoryScope::Isolated, HistoryScope::ParentBranch] {
+        let dir = tempfile::tempdir().unwrap();
+        let child = child_server().await;
+        let outer = ScriptedServer::start([
+            Reply::text("Which file?"),
+            Reply::tool_call("c1", "files", ASK_FILES),
+            Reply::text("Thursday."),
+        ])
+        .await
+        .unwrap();
+        let tool = AgentTool::new(files_agent(&child, dir.path(), false))
+            .unwrap()
+            .history_scope(scope);
+        let runner = coordinator(&outer, tool, false);
+        no_errors(&run(&runner, "s", "Check my notes", RunOptions::new()).await);
+        no_errors(&run(&runner, "s", "notes.txt, please", RunOptions::new()).await);
+        let first = &child.requests()[0];
+        let users = user_texts(first);
+        let assistants: Vec<&str> = first
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        match scope {
+            HistoryScope::Isolated => {
+                assert_eq!(users, vec!["What does notes.txt say?"]);
+                assert!(assistants.is_empty());
+            }
+            HistoryScope::ParentBranch => {
+                assert_eq!(
+                    users,
+                    vec![
+                        "Check my notes",
+                        "notes.txt, please",
+                        "What does notes.txt say?"
+                    ]
+                );
+                assert_eq!(assistants, vec!["Which file?"]);
+                // Only text: no system message of the parent, no tool calls or results.
+                assert_eq!(roles(first)[0], "system");
+                assert_eq!(
+                    first.messages()[0]["content"],
+                    "You are files.",
+                    "the child's own instruction"
+                );
+                assert!(tool_messages(first).is_empty());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn cancelling_the_outer_run_stops_the_childs_tool() {
+    let outer = ScriptedServer::start([Reply::tool_call("c1", "waiter", r#"{"request":"wait"}"#)])
+        .await
+        .unwrap();
+    let child = ScriptedServer::start([Reply::tool_call("w1", "wait", "{}")])
+        .await
+        .unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let wait = {
+        let cancelled = cancelled.clone();
+        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
+            let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
+            async move {
+                if let Some(tx) = started_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                ctx.cancelled().await;
+                cancelled.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("stopped")
+            }
+        })
+        .unwrap()
+    };
+    let waiter = agent("waiter", &child, false).tool(wait).build().unwrap();
+    let runner = coordinator(&outer, AgentTool::new(Arc::new(waiter)).unwrap(), false);
+    let events = runner.run("u", "s", "go", RunOptions::new());
+    started_rx.await.unwrap();
+    events.cancel();
+    let rest = events.collect_all().await;
+    assert!(
+        rest.last().is_some_and(Event::is_run_completed),
+        "{rest:#?}"
+    );
+    assert_eq!(
+        cancelled.load(Ordering::SeqCst),
+        1,
+        "the child's tool saw it"
+    );
+    assert_eq!(outer.requests().len(), 1);
+    assert_eq!(
+        child.requests().len(),
+        1,
+        "the child asked its model no more"
+    );
+}
+
+/// An agent that runs whatever agent is set later: lets an agent offer itself as a tool.
+struct Recursive {
+    inner: OnceLock<DynAgent>,
+}
+
+#[async_trait]
+impl Agent for Recursive {
+    fn name(&self) -> &str {
+        "recurse"
+    }
+
+    fn description(&self) -> &str {
+        "Asks itself again"
+    }
+
+    async fn run(&self, inv: Invocation) -> Result<(), AgentError> {
+        self.inner.get().expect("set").run(inv).await
+    }
+}
+
+#[tokio::test]
+async fn recursion_stops_at_the_depth_limit_with_a_tool_error() {
+    let again = r#"{"request":"again"}"#;
+    let server = ScriptedServer::start([
+        Reply::tool_call("a0", "recurse", again), // the root, depth 0
+        Reply::tool_call("a1", "recurse", again), // its child, depth 1
+        Reply::tool_call("a2", "recurse", again), // depth 2: refused
+        Reply::text("gave up at depth 2"),
+        Reply::text("depth 1 done"),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let proxy = Arc::new(Recursive {
+        inner: OnceLock::new(),
+    });
+    let tool = AgentTool::new(proxy.clone()).unwrap().max_depth(2);
+    let agent = agent("recurse", &server, false).tool(tool).build().unwrap();
+    let agent: DynAgent = Arc::new(agent);
+    assert!(proxy.inner.set(agent.clone()).is_ok());
+    let runner = Runner::new("app", agent);
+    let events = run(&runner, "s", "recurse", RunOptions::new()).await;
+    no_errors(&events);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6, "no deeper child asked its model");
+    let refused = tool_messages(&requests[3]);
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].1.starts_with("Error:") && refused[0].1.contains("the limit is 2"),
+        "{refused:?}"
+    );
+    assert_eq!(tool_messages(&requests[4])[0].1, "gave up at depth 2");
+    assert_eq!(tool_messages(&requests[5])[0].1, "depth 1 done");
+    assert_eq!(final_answer(&events), "done");
+    assert_eq!(
+        results(&events)
+            .iter()
+            .map(|r| r.content.as_str())
+            .collect::<Vec<_>>(),
+        ["depth 1 done"]
+    );
+}
