@@ -7,12 +7,17 @@
 //! a warm-up, once one after another (round-trip latency) and once with 16 calls in flight
 //! (throughput). The SDK sides are `benches/py_client_roundtrip.py` and
 //! `benches/ts_client_roundtrip.mjs` (the `@modelcontextprotocol/sdk` of `tests/peers`).
+//! Besides calls per second and latency, each row shows the client process's own CPU time per
+//! call (`cpu us`): on a machine with few cores the client's CPU is taken from the server.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target/bench cargo bench --workspace --bench mcp_roundtrip
 //! ```
 //!
 //! `TOOLBELT_BENCH_CALLS` sets the number of measured calls per row (default 2000).
+//! `TOOLBELT_BENCH_ONLY` keeps the groups whose "server transport" label contains its value
+//! (for example `Python SDK fixture stdio`), to rerun or profile one group;
+//! `TOOLBELT_BENCH_SDKS=0` runs Toolbelt's client alone.
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -30,6 +35,9 @@ struct Stats {
     calls_per_sec: f64,
     p50_us: f64,
     p99_us: f64,
+    /// The client process's own CPU time (user and system) per measured call: on 2 shared
+    /// cores a client's CPU is taken from the server it drives.
+    cpu_us_per_call: f64,
 }
 
 /// One server program, runnable over stdio and streamable HTTP.
@@ -115,7 +123,21 @@ fn start_http(server: &Server) -> (Running, String) {
     (child, url)
 }
 
-fn summarize(mut latencies: Vec<Duration>, total: Duration) -> Stats {
+/// The CPU time this process has used so far (user and system, all threads).
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+fn summarize(mut latencies: Vec<Duration>, total: Duration, cpu: Duration) -> Stats {
     latencies.sort();
     let at = |p: f64| {
         let index = ((latencies.len() as f64 * p) as usize).min(latencies.len() - 1);
@@ -125,6 +147,7 @@ fn summarize(mut latencies: Vec<Duration>, total: Duration) -> Stats {
         calls_per_sec: latencies.len() as f64 / total.as_secs_f64(),
         p50_us: at(0.50),
         p99_us: at(0.99),
+        cpu_us_per_call: cpu.as_secs_f64() * 1e6 / latencies.len() as f64,
     }
 }
 
@@ -149,6 +172,7 @@ async fn ours(config: ConnectionConfig, calls: usize, concurrency: usize) -> Sta
             .expect("warm-up call");
     }
     let started = Instant::now();
+    let cpu_started = process_cpu();
     let workers: Vec<_> = (0..concurrency)
         .map(|worker| {
             let echo = echo.clone();
@@ -170,8 +194,9 @@ async fn ours(config: ConnectionConfig, calls: usize, concurrency: usize) -> Sta
         latencies.extend(worker.await.expect("a worker finished"));
     }
     let total = started.elapsed();
+    let cpu = process_cpu() - cpu_started;
     set.close().await.expect("close");
-    summarize(latencies, total)
+    summarize(latencies, total, cpu)
 }
 
 /// An SDK client the bench compares against, each run by a script of `benches/` that prints
@@ -228,6 +253,7 @@ impl Sdk {
             calls_per_sec: number("calls_per_sec"),
             p50_us: number("p50_us"),
             p99_us: number("p99_us"),
+            cpu_us_per_call: number("cpu_us_per_call"),
         }
     }
 }
@@ -246,10 +272,11 @@ fn row(
             .unwrap_or_default()
     };
     println!(
-        "| {server:<18} | {transport:<15} | {in_flight:>9} | {client:<14} | {:>8.0} | {:>8.0} | {:>8.0} | {:>5} | {:>5} |",
+        "| {server:<18} | {transport:<15} | {in_flight:>9} | {client:<14} | {:>8.0} | {:>8.0} | {:>8.0} | {:>6.0} | {:>5} | {:>5} |",
         stats.calls_per_sec,
         stats.p50_us,
         stats.p99_us,
+        stats.cpu_us_per_call,
         ratio(sdks.first()),
         ratio(sdks.get(1)),
     );
@@ -277,8 +304,11 @@ fn compare(
         in_flight,
         calls,
     } = case;
+    // Profiling Toolbelt's client alone (`perf record`) wants no SDK processes in the picture.
+    let with_sdks = std::env::var("TOOLBELT_BENCH_SDKS").map_or(true, |v| v != "0");
     let sdks: Vec<Stats> = [Sdk::Python, Sdk::TypeScript]
         .iter()
+        .filter(|_| with_sdks)
         .map(|sdk| sdk.run(mode, calls, in_flight, target))
         .collect();
     let toolbelt = runtime.block_on(ours(config, calls, in_flight));
@@ -320,13 +350,20 @@ fn main() {
     println!("MCP tools/call round trip of `echo`, {calls} calls per row over one session");
     println!();
     println!(
-        "| server             | transport       | in flight | client         |  calls/s |   p50 us |   p99 us | vs py | vs ts |"
+        "| server             | transport       | in flight | client         |  calls/s |   p50 us |   p99 us | cpu us | vs py | vs ts |"
     );
     println!(
-        "|--------------------|-----------------|-----------|----------------|----------|----------|----------|-------|-------|"
+        "|--------------------|-----------------|-----------|----------------|----------|----------|----------|--------|-------|-------|"
     );
+    let only = std::env::var("TOOLBELT_BENCH_ONLY").unwrap_or_default();
+    let wanted = |server: &Server, transport: &str| {
+        format!("{} {transport}", server.label).contains(only.as_str())
+    };
     for server in &servers {
         for in_flight in IN_FLIGHT {
+            if !wanted(server, "stdio") {
+                break;
+            }
             let config = ConnectionConfig::new(TransportConfig::stdio(
                 server.stdio[0].clone(),
                 server.stdio[1..].to_vec(),
@@ -340,6 +377,9 @@ fn main() {
             compare(&runtime, case, "stdio", &server.stdio, config);
         }
         for in_flight in IN_FLIGHT {
+            if !wanted(server, "streamable HTTP") {
+                break;
+            }
             let (_running, url) = start_http(server);
             let config = ConnectionConfig::new(TransportConfig::streamable_http(url.clone()));
             let case = Case {

@@ -6,7 +6,8 @@ Usage:
 
 Calls the server's `echo` tool N times over one session (after a short warm-up), with C calls
 in flight at a time (C=1: one after another), and prints one JSON line:
-{"calls", "calls_per_sec", "p50_us", "p99_us"}. The Rust bench (`mcp_roundtrip.rs`) runs this
+{"calls", "calls_per_sec", "p50_us", "p99_us", "cpu_us_per_call"} (the client process's own CPU
+time, user and system, over the measured calls). The Rust bench (`mcp_roundtrip.rs`) runs this
 against the same server in the same run.
 """
 
@@ -37,8 +38,10 @@ async def drive(session: ClientSession, calls: int, concurrency: int) -> dict:
                 raise SystemExit(f"call {i} failed: {result}")
 
     started = time.perf_counter()
+    cpu_started = time.process_time()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
     total = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     latencies.sort()
 
     def percentile(p: float) -> float:
@@ -49,6 +52,7 @@ async def drive(session: ClientSession, calls: int, concurrency: int) -> dict:
         "calls_per_sec": calls / total,
         "p50_us": percentile(0.50),
         "p99_us": percentile(0.99),
+        "cpu_us_per_call": cpu * 1e6 / calls,
     }
 
 

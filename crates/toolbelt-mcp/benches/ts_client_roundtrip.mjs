@@ -7,7 +7,8 @@
 //
 // Calls the server's `echo` tool N times over one session (after a short warm-up), with C calls
 // in flight at a time (C=1: one after another), and prints one JSON line:
-// {"calls", "calls_per_sec", "p50_us", "p99_us"}, as py_client_roundtrip.py does. The Rust
+// {"calls", "calls_per_sec", "p50_us", "p99_us", "cpu_us_per_call"}, as py_client_roundtrip.py
+// does (the client process's own CPU time, user and system, over the measured calls). The Rust
 // bench (`mcp_roundtrip.rs`) runs it against the same server in the same run.
 
 import { createRequire } from "node:module";
@@ -55,8 +56,10 @@ async function worker(first) {
 }
 
 const started = process.hrtime.bigint();
+const cpuStarted = process.cpuUsage();
 await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
 const totalSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+const cpu = process.cpuUsage(cpuStarted);
 latencies.sort((a, b) => a - b);
 const at = (p) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))];
 console.log(
@@ -65,6 +68,7 @@ console.log(
     calls_per_sec: calls / totalSeconds,
     p50_us: at(0.5),
     p99_us: at(0.99),
+    cpu_us_per_call: (cpu.user + cpu.system) / calls,
   }),
 );
 await client.close();
