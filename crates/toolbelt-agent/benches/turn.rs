@@ -10,6 +10,10 @@
 //!   history sanitising, the same model call, response event, `RunCompleted`).
 //!   Framework overhead per turn = this minus `model_call_only`.
 //! - `run_one_tool_round`: two model calls and one instant tool call in between.
+//! - `agent_tool_hop`: the shape of `run_one_tool_round`, but the tool is an `AgentTool`
+//!   whose child agent (its own server) answers at once without tools. The cost of one hop
+//!   = this minus `run_one_tool_round` (the child's run: its model call, its events, the
+//!   aggregation of its answer).
 //! - `eight_parallel_100ms_tools`: one run in which the model asks for 8 calls of a tool that
 //!   sleeps 100 ms, then answers; goal under 150 ms.
 
@@ -19,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
-use toolbelt_agent::{LlmAgent, RunOptions, Runner};
+use toolbelt_agent::{AgentTool, LlmAgent, RunOptions, Runner};
 use toolbelt_core::{DynTool, FunctionTool, Tool, ToolContext, ToolError};
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
 use toolbelt_model::{GenerationConfig, Message, Model, OpenAiConfig, OpenAiModel, Request};
@@ -53,6 +57,41 @@ fn responder(tool: &'static str, calls: u32) -> impl Fn(&RecordedRequest) -> Rep
                 .map(|(id, args)| (id.as_str(), tool, args.as_str())),
         )
     }
+}
+
+/// Answers a user message with one call of the agent tool `child`, and its result with text.
+fn agent_tool_responder(request: &RecordedRequest) -> Reply {
+    if last_role_is_tool(request) {
+        return Reply::text("All done, the answer is 42.");
+    }
+    Reply::tool_call("call_0", "child", r#"{"request":"What is the answer?"}"#)
+}
+
+/// A runner whose agent offers `child` (answering from `child_server`) as an agent tool.
+fn agent_tool_runner(
+    server: &ScriptedServer,
+    child_server: &ScriptedServer,
+    stream: bool,
+) -> Runner {
+    let config = GenerationConfig {
+        stream,
+        ..GenerationConfig::default()
+    };
+    let child = LlmAgent::builder("child")
+        .description("Answers at once")
+        .instruction("You are a benchmark child.")
+        .model(model(child_server))
+        .generation_config(config.clone())
+        .build()
+        .expect("child");
+    let agent = LlmAgent::builder("bench")
+        .instruction("You are a benchmark.")
+        .model(model(server))
+        .tool(AgentTool::new(Arc::new(child)).expect("agent tool"))
+        .generation_config(config)
+        .build()
+        .expect("agent");
+    Runner::new("bench", Arc::new(agent))
 }
 
 fn model(server: &ScriptedServer) -> OpenAiModel {
@@ -153,6 +192,14 @@ fn bench(c: &mut Criterion) {
         let tool_runner = runner(&tool_server, stream);
         group.bench_function("run_one_tool_round", |b| {
             b.to_async(&rt).iter(|| one_run(&tool_runner, &sessions))
+        });
+
+        let outer_server = rt
+            .block_on(ScriptedServer::start_with(agent_tool_responder))
+            .expect("server");
+        let hop_runner = agent_tool_runner(&outer_server, &text_server, stream);
+        group.bench_function("agent_tool_hop", |b| {
+            b.to_async(&rt).iter(|| one_run(&hop_runner, &sessions))
         });
         group.finish();
     }
