@@ -18,6 +18,7 @@ mod call;
 mod elicitation;
 pub(crate) mod handler;
 mod mapping;
+mod pages;
 mod progress;
 pub(crate) mod relay;
 mod roots;
@@ -31,7 +32,7 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, RequestMetaObject};
+use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use serde_json::Value;
 use toolbelt_core::{DynTool, JsonObject, ToolContext, ToolError, ToolFilter, ToolOutput, ToolSet};
 
@@ -560,20 +561,14 @@ impl Inner {
         let peer = session.peer().clone();
         peer.clear_response_cache().await;
         let meta = self.request_meta(ctx, Step::ListTools).await?;
-        let list_all = async {
-            let mut tools = Vec::new();
-            let mut cursor = None;
-            loop {
-                let mut params = PaginatedRequestParams::default().with_cursor(cursor);
-                params.meta = meta.clone();
+        let list_all = pages::all_pages(|mut params| {
+            params.meta = meta.clone();
+            let peer = &peer;
+            async move {
                 let page = peer.list_tools(Some(params)).await?;
-                tools.extend(page.tools);
-                match page.next_cursor {
-                    Some(next) if !next.is_empty() => cursor = Some(next),
-                    _ => return Ok::<_, ServiceError>(tools),
-                }
+                Ok((page.tools, page.next_cursor))
             }
-        };
+        });
         let result = tokio::select! {
             biased;
             _ = ctx.cancelled() => {

@@ -21,13 +21,14 @@ use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceTemplate, ResourceUpdatedNotificationParam,
-    ServerCapabilities, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    LoggingMessageNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResult,
+    Resource, ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::{Peer, RoleClient};
 use toolbelt_core::{JsonObject, ToolContext};
 
+use super::pages::all_pages;
 use super::session::Session;
 use super::{Inner, McpToolSet};
 use crate::error::{FailureKind, McpError, Step};
@@ -119,17 +120,14 @@ impl McpToolSet {
         self.inner
             .relay(ctx, |peer| async move {
                 peer.clear_response_cache().await;
-                let mut all = Vec::new();
-                let mut cursor = None;
-                loop {
-                    let params = PaginatedRequestParams::default().with_cursor(cursor);
-                    let page = peer.list_resources(Some(params)).await?;
-                    all.extend(page.resources);
-                    match page.next_cursor {
-                        Some(next) if !next.is_empty() => cursor = Some(next),
-                        _ => return Ok(all),
+                all_pages(|params| {
+                    let peer = &peer;
+                    async move {
+                        let page = peer.list_resources(Some(params)).await?;
+                        Ok((page.resources, page.next_cursor))
                     }
-                }
+                })
+                .await
             })
             .await
     }
@@ -142,17 +140,14 @@ impl McpToolSet {
         self.inner
             .relay(ctx, |peer| async move {
                 peer.clear_response_cache().await;
-                let mut all = Vec::new();
-                let mut cursor = None;
-                loop {
-                    let params = PaginatedRequestParams::default().with_cursor(cursor);
-                    let page = peer.list_resource_templates(Some(params)).await?;
-                    all.extend(page.resource_templates);
-                    match page.next_cursor {
-                        Some(next) if !next.is_empty() => cursor = Some(next),
-                        _ => return Ok(all),
+                all_pages(|params| {
+                    let peer = &peer;
+                    async move {
+                        let page = peer.list_resource_templates(Some(params)).await?;
+                        Ok((page.resource_templates, page.next_cursor))
                     }
-                }
+                })
+                .await
             })
             .await
     }
@@ -200,17 +195,14 @@ impl McpToolSet {
         self.inner
             .relay(ctx, |peer| async move {
                 peer.clear_response_cache().await;
-                let mut all = Vec::new();
-                let mut cursor = None;
-                loop {
-                    let params = PaginatedRequestParams::default().with_cursor(cursor);
-                    let page = peer.list_prompts(Some(params)).await?;
-                    all.extend(page.prompts);
-                    match page.next_cursor {
-                        Some(next) if !next.is_empty() => cursor = Some(next),
-                        _ => return Ok(all),
+                all_pages(|params| {
+                    let peer = &peer;
+                    async move {
+                        let page = peer.list_prompts(Some(params)).await?;
+                        Ok((page.prompts, page.next_cursor))
                     }
-                }
+                })
+                .await
             })
             .await
     }
