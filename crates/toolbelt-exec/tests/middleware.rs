@@ -444,6 +444,9 @@ async fn audit_records_name_call_id_size_duration_and_outcome_with_secrets_redac
     let events: capture::Events = Default::default();
     let subscriber = tracing_subscriber::registry().with(capture::Capture(events.clone()));
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Another test's thread may have registered the audit callsite while no subscriber was
+    // listening and cached "never" for it; ask every callsite again now that one listens.
+    tracing::callsite::rebuild_interest_cache();
 
     let records = Arc::new(Mutex::new(Vec::<AuditRecord>::new()));
     let sink = records.clone();
