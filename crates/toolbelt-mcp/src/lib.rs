@@ -79,6 +79,7 @@
 
 #![warn(missing_docs)]
 
+mod abandon;
 pub mod auth;
 pub mod broker;
 mod client;

@@ -7,14 +7,14 @@
 
 use rmcp::ServiceError;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
 use toolbelt_core::ToolContext;
 
 use super::mapping::lenient_call_result;
 use super::progress::ProgressRoutes;
+use crate::abandon::CancelOnDrop;
 
 /// Sends `tools/call` and waits for its result, handing the server's progress reports to
 /// `ctx` when it watches progress. Dropping the future before the answer sends
@@ -29,13 +29,10 @@ pub(super) async fn call_tool(
     let handle = peer
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
-    let mut guard = CancelOnDrop {
-        peer: Some(peer),
-        id: handle.id.clone(),
-    };
+    let guard = CancelOnDrop::new(peer, handle.id.clone(), "request abandoned by the caller");
     let route = progress.open(ctx, handle.progress_token.clone());
     let result = handle.await_response().await;
-    guard.peer = None;
+    guard.disarm();
     if route.is_some() {
         // A report handled in the same instant as the result gets through (see progress.rs).
         tokio::task::yield_now().await;
@@ -49,29 +46,5 @@ pub(super) async fn call_tool(
             lenient_call_result(raw.0).ok_or(ServiceError::UnexpectedResponse)
         }
         _ => Err(ServiceError::UnexpectedResponse),
-    }
-}
-
-/// Tells the server a request was abandoned, unless disarmed (its `peer` taken) first.
-struct CancelOnDrop {
-    peer: Option<Peer<RoleClient>>,
-    id: RequestId,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(peer) = self.peer.take() else {
-            return;
-        };
-        let param = CancelledNotificationParam::new(
-            Some(self.id.clone()),
-            Some("request abandoned by the caller".into()),
-        );
-        // Drop cannot wait; the notification goes out from a task of its own.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = peer.notify_cancelled(param).await;
-            });
-        }
     }
 }

@@ -33,14 +33,15 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::future::BoxFuture;
 use rmcp::ErrorData as RpcError;
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, ClientResult, CreateMessageRequest,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ErrorCode, ListRootsRequest, ListRootsResult, RequestId, ServerRequest,
+    ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorCode,
+    ListRootsRequest, ListRootsResult, ServerRequest,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use super::relay::Relay;
+use crate::abandon::CancelOnDrop;
 use crate::client::handler::RequestRelay;
 
 /// The client of a `tools/call` in progress, carried in the call's context so that an
@@ -248,10 +249,11 @@ async fn forward(
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await
         .map_err(|err| failed(feature, err))?;
-    let mut abandon = CancelOnDrop {
-        peer: Some(target.peer.clone()),
-        id: handle.id.clone(),
-    };
+    let abandon = CancelOnDrop::new(
+        target.peer.clone(),
+        handle.id.clone(),
+        "the aggregated server's call ended",
+    );
     let call_ended = async {
         match &target.call {
             Some(call) => call.cancelled().await,
@@ -267,32 +269,8 @@ async fn forward(
             ));
         }
     };
-    abandon.peer = None;
+    abandon.disarm();
     answer.map_err(|err| failed(feature, err))
-}
-
-/// Tells the client a forwarded request was abandoned, unless disarmed first.
-struct CancelOnDrop {
-    peer: Option<Peer<RoleServer>>,
-    id: RequestId,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(peer) = self.peer.take() else {
-            return;
-        };
-        let param = CancelledNotificationParam::new(
-            Some(self.id.clone()),
-            Some("the aggregated server's call ended".into()),
-        );
-        // Drop cannot wait: the notification goes out from a task of its own.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = peer.notify_cancelled(param).await;
-            });
-        }
-    }
 }
 
 /// The client's own JSON-RPC error unchanged; any other failure named.
