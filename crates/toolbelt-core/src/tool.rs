@@ -54,6 +54,25 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str {
         &self.declaration().name
     }
+
+    /// A fingerprint of everything besides its arguments that this call's result depends
+    /// on, for a result cache (`toolbelt_exec::ResultCache`); `None` (the default) means the
+    /// result must not be cached.
+    ///
+    /// A cache serves a stored result only when the tool's name, its canonical arguments
+    /// (`args`, after repair) and this fingerprint are all equal to the stored ones, and only
+    /// for tools declared read-only. So the fingerprint must change whenever the result could:
+    /// a file's identity, size and times for a file reader, the base directory and settings
+    /// the tool runs with. Return `None` when that cannot be told cheaply. Wrappers that
+    /// delegate [`Tool::call`] should delegate this too.
+    async fn cache_fingerprint(
+        &self,
+        ctx: &ToolContext,
+        args: &serde_json::Value,
+    ) -> Option<String> {
+        let _ = (ctx, args);
+        None
+    }
 }
 
 /// A shared, type-erased tool.
@@ -72,5 +91,12 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
     }
     async fn call_stream(&self, ctx: ToolContext, args: &str) -> Result<ToolStream, ToolError> {
         (**self).call_stream(ctx, args).await
+    }
+    async fn cache_fingerprint(
+        &self,
+        ctx: &ToolContext,
+        args: &serde_json::Value,
+    ) -> Option<String> {
+        (**self).cache_fingerprint(ctx, args).await
     }
 }

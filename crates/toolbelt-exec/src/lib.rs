@@ -20,7 +20,7 @@
 //!    ([`ToolError::Rejected`](toolbelt_core::ToolError::Rejected)).
 //! 5. **The lane**, for a tool not declared concurrency-safe (see below), then
 //!    **middleware** ([`Middleware`]), first added outermost: [`Timeout`], [`Retry`],
-//!    [`Audit`] or your own.
+//!    [`Audit`], [`ResultCache`] or your own.
 //! 6. **The tool** ([`Tool::call`](toolbelt_core::Tool::call); in a streamed batch,
 //!    [`Tool::call_stream`](toolbelt_core::Tool::call_stream) for a streaming tool, each
 //!    chunk forwarded as it arrives and the chunks merged into the one output the steps
@@ -150,6 +150,7 @@
 mod artifact;
 mod audit;
 mod batch;
+mod cache;
 mod call;
 mod config;
 mod events;
@@ -172,6 +173,7 @@ pub use artifact::{
 };
 pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets};
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
+pub use cache::{CACHE_META_KEY, CacheStats, ResultCache};
 pub use call::{BatchItem, CallResult, ToolCall};
 pub use config::ExecutorConfig;
 pub use events::{BatchEvent, BatchStream};

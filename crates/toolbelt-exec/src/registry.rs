@@ -769,4 +769,11 @@ impl Tool for RenamedTool {
     async fn call_stream(&self, ctx: ToolContext, args: &str) -> Result<ToolStream, ToolError> {
         self.inner.call_stream(ctx, args).await
     }
+    async fn cache_fingerprint(
+        &self,
+        ctx: &ToolContext,
+        args: &serde_json::Value,
+    ) -> Option<String> {
+        self.inner.cache_fingerprint(ctx, args).await
+    }
 }
