@@ -34,7 +34,7 @@ pub const EXIT_TERMINATED: u8 = 143;
 /// The application name sessions are stored under.
 const APP: &str = "toolbelt";
 /// The user sessions are stored for.
-const USER: &str = "local";
+pub(crate) const USER: &str = "local";
 /// How long one tool call may run.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long an interrupted run may take to stop its tools.
@@ -198,12 +198,15 @@ fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> 
 
 /// The session id to use: the one given, or a new one.
 fn session_id(args: &AgentArgs) -> String {
-    args.session_id.clone().unwrap_or_else(|| {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        format!("{nanos:x}-{:x}", std::process::id())
-    })
+    args.session_id.clone().unwrap_or_else(new_session_id)
+}
+
+/// A new session id: the time in nanoseconds and the process id, in hex.
+pub(crate) fn new_session_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}-{:x}", std::process::id())
 }
 
 /// The agent over the tool box's registry. Its calls go through an executor configured by
@@ -363,11 +366,16 @@ impl AgentSession {
 
     /// Starts a run of `input` in the session, for the local user.
     pub fn start(&self, input: &str) -> EventStream {
+        self.start_in(&self.session_id, input)
+    }
+
+    /// Starts a run of `input` in another session of the same store (the web UI's chat box).
+    pub fn start_in(&self, session_id: &str, input: &str) -> EventStream {
         let mut options = RunOptions::new();
         if let Some(filter) = &self.tool_filter {
             options = options.tool_filter(filter.clone());
         }
-        self.runner.run(USER, &self.session_id, input, options)
+        self.runner.run(USER, session_id, input, options)
     }
 
     /// Tells how to resume a stored session, then closes the tool sets.

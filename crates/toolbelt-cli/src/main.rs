@@ -12,6 +12,7 @@ mod output;
 mod run;
 mod serve;
 mod tools;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -55,6 +56,9 @@ enum Command {
     Run(run::RunArgs),
     /// Talk to the agent, one line per message; destructive tools ask first unless --yes.
     Chat(chat::ChatArgs),
+    /// A local web page of the runs in a session file, live, with a chat box that starts
+    /// runs (needs --session FILE; the model flags as for `run`).
+    Ui(ui::UiArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Chat(args) => chat::run(args).await,
+            Command::Ui(args) => ui::run(args).await,
         }
     });
     // The command has closed what it opened. A read of stdin still pending (chat left at its

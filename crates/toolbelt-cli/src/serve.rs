@@ -113,6 +113,11 @@ pub struct ServeArgs {
     /// in the `--mcp-config` file already took.
     #[arg(long)]
     always_prefix: bool,
+    /// Also serve a web page of the live list of tool calls at ADDR (`PORT` or `IP:PORT`;
+    /// its token from TOOLBELT_UI_TOKEN, else generated and printed within the URL on
+    /// loopback; another address needs the token).
+    #[arg(long, value_name = "ADDR")]
+    ui: Option<String>,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -171,7 +176,23 @@ pub async fn run(args: ServeArgs) -> Outcome {
             }
         }
     }
-    let executor = Executor::builder(toolbox.registry.clone())
+    let shutdown = CancellationToken::new();
+    // The web UI's tap goes outermost, so it sees a timed-out call as one call that failed.
+    let ui = match &args.ui {
+        Some(addr) => match crate::ui::start_for_serve(addr, shutdown.child_token()).await {
+            Ok(ui) => Some(ui),
+            Err(err) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    let mut executor = Executor::builder(toolbox.registry.clone());
+    if let Some((tap, _)) = &ui {
+        executor = executor.middleware_arc(tap.clone());
+    }
+    let executor = executor
         .middleware(Timeout::new(Duration::from_secs(args.timeout)))
         .build();
     let mut server = ToolServer::new(std::sync::Arc::new(executor))
@@ -182,7 +203,6 @@ pub async fn run(args: ServeArgs) -> Outcome {
         server = server.with_filter(filter);
     }
 
-    let shutdown = CancellationToken::new();
     let signal_token = shutdown.clone();
     let signals = tokio::spawn(async move {
         shutdown_signal().await;
@@ -211,6 +231,9 @@ pub async fn run(args: ServeArgs) -> Outcome {
     shutdown.cancel();
     signals.abort();
     let _ = watcher.await;
+    if let Some((_, page)) = ui {
+        let _ = page.await;
+    }
     // The aggregated servers' sessions end and their processes are reaped; background
     // shell tasks are killed.
     toolbox.close().await;
@@ -328,7 +351,7 @@ fn tool_filter(include: &[String], exclude: &[String]) -> Option<ToolFilter> {
 }
 
 /// `PORT` (on 127.0.0.1), `IP:PORT`, `[IPv6]:PORT` or `HOST:PORT` (resolved locally).
-fn parse_addr(text: &str) -> Result<SocketAddr, CliError> {
+pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, CliError> {
     let text = text.trim();
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));

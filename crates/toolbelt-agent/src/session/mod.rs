@@ -23,7 +23,7 @@ use crate::{AgentError, Event};
 
 pub use memory::InMemorySessionService;
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteSessionService;
+pub use sqlite::{SessionSummary, SqliteSessionService, StoredEvent};
 
 /// Which session: an application, a user and the session's id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -162,18 +162,135 @@ fn read_events(conn: &Connection, key: &SessionKey) -> Result<Vec<Event>, AgentE
     let mut events = Vec::new();
     for row in rows {
         let body = row.map_err(db_error)?;
-        match serde_json::from_str::<Event>(&body) {
-            Ok(event) => events.push(event),
-            Err(error) => match read_legacy(&body) {
-                // Written before events were an enum: read in the old shape.
-                Some(old) => events.extend(old),
-                // A row written by an incompatible version is skipped, not fatal: the rest
-                // of the conversation is still worth having.
-                None => tracing::warn!(%error, "skipping an unreadable stored event"),
-            },
-        }
+        events.extend(decode(&body));
     }
     Ok(events)
+}
+
+/// One stored event and where it is: for watchers that follow a file other processes write
+/// to (the web UI), which ask for the events after the last sequence number they saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// The row's sequence number: increasing in commit order across all sessions of the file.
+    pub seq: i64,
+    /// The session it belongs to.
+    pub key: SessionKey,
+    /// The event.
+    pub event: Event,
+}
+
+/// What a listing of every stored session says about one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Which session.
+    pub key: SessionKey,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    /// When it last changed, in milliseconds since the Unix epoch.
+    pub updated_ms: i64,
+    /// How many events it holds.
+    pub events: u64,
+}
+
+impl SqliteSessionService {
+    /// Up to `limit` events of any session with a sequence number above `after`, oldest
+    /// first. Cheap to poll: a range scan of the primary key.
+    pub async fn events_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, AgentError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT seq, app, user_id, session_id, body FROM events WHERE seq > ?1
+                     ORDER BY seq LIMIT ?2",
+                )
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map(params![after, limit], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        SessionKey::new(
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, String>(3)?,
+                        ),
+                        row.get::<_, String>(4)?,
+                    ))
+                })
+                .map_err(db_error)?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (seq, key, body) = row.map_err(db_error)?;
+                for event in decode(&body) {
+                    events.push(StoredEvent {
+                        seq,
+                        key: key.clone(),
+                        event,
+                    });
+                }
+            }
+            Ok(events)
+        })
+        .await
+    }
+
+    /// The highest sequence number stored so far (0 in an empty file): where a watcher that
+    /// wants only new events starts.
+    pub async fn last_seq(&self) -> Result<i64, AgentError> {
+        self.with(move |conn| {
+            conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |row| {
+                row.get(0)
+            })
+            .map_err(db_error)
+        })
+        .await
+    }
+
+    /// Every session in the file (all applications and users), the most recently changed
+    /// first.
+    pub async fn sessions(&self) -> Result<Vec<SessionSummary>, AgentError> {
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT s.app, s.user_id, s.session_id, s.created_ms, s.updated_ms,
+                            (SELECT count(*) FROM events e WHERE e.app = s.app
+                               AND e.user_id = s.user_id AND e.session_id = s.session_id)
+                     FROM sessions s ORDER BY s.updated_ms DESC, s.session_id",
+                )
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok(SessionSummary {
+                        key: SessionKey::new(
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                        ),
+                        created_ms: row.get(3)?,
+                        updated_ms: row.get(4)?,
+                        events: row.get::<_, i64>(5)?.max(0) as u64,
+                    })
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db_error)
+        })
+        .await
+    }
+}
+
+/// A stored row's events: the current form, else the legacy one; a row no version can read
+/// is skipped with a warning (the rest of the conversation is still worth having).
+fn decode(body: &str) -> Vec<Event> {
+    match serde_json::from_str::<Event>(body) {
+        Ok(event) => vec![event],
+        Err(error) => read_legacy(body).unwrap_or_else(|| {
+            tracing::warn!(%error, "skipping an unreadable stored event");
+            Vec::new()
+        }),
+    }
 }
 
 #[async_trait]

@@ -1,0 +1,340 @@
+// Drawing: runs, cards and the timeline, built as DOM nodes. Everything that came from a
+// model, a tool or a file is written with text nodes (never innerHTML), so a result holding
+// markup is shown as the text it is.
+
+/** A new element; string children become text nodes. `attrs` names come from this file only. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === 'class') node.className = value;
+    else if (name === 'data') Object.assign(node.dataset, value);
+    else node.setAttribute(name, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** The most characters of one text shown before "show all". */
+const CLIP = 20000;
+
+export function ms(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return '';
+  if (n < 1000) return `${Math.round(n)} ms`;
+  return `${(n / 1000).toFixed(n < 10000 ? 2 : 1)} s`;
+}
+
+function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} kB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+export function time(msSinceEpoch) {
+  return new Date(msSinceEpoch).toLocaleTimeString();
+}
+
+/** The text of a message's content (a string, or OpenAI-style parts). */
+export function messageText(message) {
+  if (!message) return '';
+  const content = message.content;
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    return content.map((part) => (typeof part === 'string' ? part : part.text || `[${part.type}]`)).join('');
+  }
+  return '';
+}
+
+function pretty(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text ?? '';
+  }
+}
+
+/** A `<pre>` of `text`, clipped with a button to show the rest. */
+function pre(text, cls) {
+  const node = el('pre', { class: cls });
+  if (text.length <= CLIP) {
+    node.textContent = text;
+    return node;
+  }
+  node.textContent = text.slice(0, CLIP);
+  const more = el('button', { type: 'button', class: 'more' }, `show all (${text.length} characters)`);
+  more.addEventListener('click', () => {
+    node.textContent = text;
+  });
+  return el('div', {}, node, more);
+}
+
+function looksLikeDiff(lines) {
+  return lines.some((l) => l.startsWith('@@ ')) && lines.some((l) => l.startsWith('+++ ') || l.startsWith('--- '));
+}
+
+/** A unified diff, one line element each, classed by kind. */
+function diff(text) {
+  const node = el('pre', { class: 'diff' });
+  for (const line of text.split('\n')) {
+    let cls = 'ctx';
+    if (line.startsWith('+++ ') || line.startsWith('--- ')) cls = 'meta';
+    else if (line.startsWith('@@')) cls = 'hunk';
+    else if (line.startsWith('+')) cls = 'add';
+    else if (line.startsWith('-')) cls = 'del';
+    node.append(el('span', { class: `line ${cls}` }, line), '\n');
+  }
+  return node;
+}
+
+/** Keeps `<details>` open across redraws, by key. */
+const opened = new Set();
+function details(key, summary, body, openByDefault = false) {
+  const node = el('details', { class: 'more-info' }, el('summary', {}, summary), body);
+  node.open = opened.has(key) || (openByDefault && !opened.has(`closed:${key}`));
+  node.addEventListener('toggle', () => {
+    if (node.open) {
+      opened.add(key);
+      opened.delete(`closed:${key}`);
+    } else {
+      opened.delete(key);
+      opened.add(`closed:${key}`);
+    }
+  });
+  return node;
+}
+
+/**
+ * A tool call's card: `call` is {name, call_id, arguments} (or null when only the result is
+ * known), `result` the agent's ToolResult (or null while it runs), `live` {progress} or null.
+ */
+export function toolCard(call, result, live) {
+  const name = (call && call.name) || (result && result.name) || '?';
+  const callId = (call && call.call_id) || (result && result.call_id) || '';
+  const state = !result ? 'running' : result.is_error ? 'error' : 'ok';
+  const card = el('section', { class: `card tool ${state}`, data: { callId, tool: name } });
+  card.append(
+    el(
+      'div',
+      { class: 'card-head' },
+      el('span', { class: 'kind' }, 'tool'),
+      el('span', { class: 'tool-name' }, name),
+      el('span', { class: `badge ${state}` }, state === 'running' ? 'running…' : state),
+      result ? el('span', { class: 'duration' }, ms(result.duration_ms)) : null,
+      callId ? el('span', { class: 'id' }, callId) : null,
+    ),
+  );
+  if (call && call.arguments !== undefined) {
+    card.append(details(`args:${callId}:${name}`, 'arguments', pre(pretty(call.arguments), 'args'), true));
+  }
+  if (result && result.repaired_arguments) {
+    card.append(el('p', { class: 'note' }, 'arguments repaired to: ', el('code', {}, result.repaired_arguments)));
+  }
+  if (!result) {
+    if (live && live.progress) card.append(el('p', { class: 'progress' }, live.progress));
+    if (live && live.chunks) card.append(pre(live.chunks, 'result partial'));
+    return card;
+  }
+  if (result.silent) card.append(el('p', { class: 'note' }, 'silent: meant for the model, not shown to users'));
+  const shown = result.user_text ?? result.content ?? '';
+  if (result.is_error) {
+    card.append(pre(shown, 'tool-error'));
+  } else {
+    const lines = shown.split('\n');
+    if (name === 'Edit' || looksLikeDiff(lines)) card.append(diff(shown));
+    else card.append(pre(shown, 'result'));
+  }
+  for (const block of result.blocks || []) {
+    if (block.type === 'image' && IMAGE_TYPES.has(block.mime_type) && BASE64.test(block.data || '')) {
+      card.append(el('img', { class: 'tool-image', alt: `image from ${name}`, src: `data:${block.mime_type};base64,${block.data}` }));
+    } else if (block.type === 'image') {
+      card.append(el('p', { class: 'note' }, `an image of an unsupported type (${block.mime_type}) is not shown`));
+    } else if (block.type !== 'text') {
+      card.append(el('p', { class: 'note' }, `a ${block.type} block`));
+    }
+  }
+  if (result.user_text !== undefined && result.user_text !== null && result.user_text !== result.content) {
+    card.append(details(`llm:${callId}:${name}`, 'sent to the model', pre(result.content || '', 'result')));
+  }
+  return card;
+}
+
+/** The invocations of a run as a nested list. */
+function tree(run) {
+  const children = new Map();
+  for (const inv of run.invocations.values()) {
+    const key = inv.parent && run.invocations.has(inv.parent) ? inv.parent : null;
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(inv);
+  }
+  const list = (parent, depth) => {
+    const items = children.get(parent) || [];
+    if (items.length === 0 || depth > 32) return null;
+    return el(
+      'ul',
+      { class: 'tree' },
+      items.map((inv) =>
+        el(
+          'li',
+          {},
+          el('span', { class: 'agent' }, inv.author),
+          ' ',
+          el('span', { class: 'id' }, inv.id),
+          inv.toolCallId ? el('span', { class: 'note' }, ` (as tool call ${inv.toolCallId})`) : null,
+          list(inv.id, depth + 1),
+        ),
+      ),
+    );
+  };
+  return list(null, 0);
+}
+
+/** Bars for each model and tool call on one time axis. */
+function timeline(spans) {
+  if (spans.length === 0) return null;
+  const start = Math.min(...spans.map((s) => s.start));
+  const end = Math.max(...spans.map((s) => s.end), start + 1);
+  const total = end - start;
+  const rows = spans.map((s) => {
+    const bar = el('div', { class: `bar ${s.kind}${s.error ? ' error' : ''}`, title: `${s.label}: ${ms(s.end - s.start)}` });
+    bar.style.left = `${((s.start - start) / total) * 100}%`;
+    bar.style.width = `${Math.max(((s.end - s.start) / total) * 100, 0.5)}%`;
+    return el(
+      'div',
+      { class: 'tl-row' },
+      el('span', { class: 'tl-label' }, s.label),
+      el('div', { class: 'tl-track' }, bar),
+      el('span', { class: 'tl-time' }, ms(s.end - s.start)),
+    );
+  });
+  return el('div', { class: 'timeline' }, el('div', { class: 'tl-total' }, `timeline: ${ms(total)}`), rows);
+}
+
+/**
+ * A run's section. `run` = {root, events, invocations, live, sentBefore}; `sentBefore` maps a
+ * model_response's id to the bytes of conversation before it.
+ */
+export function runView(run) {
+  const section = el('article', { class: 'run', data: { invocation: run.root } });
+  const first = run.events[0];
+  const done = run.events.some((e) => e.type === 'run_completed' && e.invocation_id === run.root);
+  section.append(
+    el(
+      'div',
+      { class: 'run-head' },
+      el('h3', {}, `Run ${first ? time(first.timestamp_ms) : ''}`),
+      el('span', { class: `badge ${done ? 'ok' : 'running'}` }, done ? 'completed' : 'running…'),
+    ),
+  );
+  const invTree = tree(run);
+  if (invTree && run.invocations.size > 1) section.append(details(`tree:${run.root}`, 'invocations', invTree, true));
+
+  // Cards in event order; a model call's tool cards follow it and fill in as results come.
+  const cards = el('div', { class: 'cards' });
+  const toolCards = new Map();
+  const calls = new Map();
+  const results = new Map();
+  const lastAt = new Map();
+  const spans = [];
+  let modelCalls = 0;
+  for (const e of run.events) {
+    if (e.type === 'tool_result') results.set(e.result.call_id, e);
+  }
+  for (const e of run.events) {
+    const before = lastAt.get(e.invocation_id);
+    switch (e.type) {
+      case 'user_input':
+        cards.append(
+          el(
+            'section',
+            { class: 'card user' },
+            el('div', { class: 'card-head' }, el('span', { class: 'kind' }, e.message.role || 'user'), el('span', { class: 'id' }, time(e.timestamp_ms))),
+            pre(messageText(e.message), 'text'),
+          ),
+        );
+        break;
+      case 'tool_input':
+        for (const r of e.results) cards.append(toolCard(null, r, null));
+        break;
+      case 'model_response': {
+        modelCalls += 1;
+        const latency = before === undefined ? null : e.timestamp_ms - before;
+        const usage = e.usage;
+        const sent = run.sentBefore.get(e.id);
+        const head = el(
+          'div',
+          { class: 'card-head' },
+          el('span', { class: 'kind' }, 'model'),
+          el('span', { class: 'agent' }, e.author),
+          el('span', { class: 'stat' }, `call ${modelCalls}`),
+          latency !== null ? el('span', { class: 'stat latency' }, ms(latency)) : null,
+          usage ? el('span', { class: 'stat tokens' }, `${usage.prompt_tokens} in / ${usage.completion_tokens} out tokens`) : null,
+          sent !== undefined ? el('span', { class: 'stat', title: 'the conversation sent, without the instruction and tool schemas' }, `≈ ${bytes(sent)} sent`) : null,
+          e.finish_reason ? el('span', { class: 'stat' }, e.finish_reason) : null,
+        );
+        const text = messageText(e.message);
+        const card = el('section', { class: 'card model' }, head, text ? pre(text, 'text') : null);
+        const toolCalls = e.message.tool_calls || [];
+        if (toolCalls.length) {
+          card.append(el('p', { class: 'calls' }, 'asks for: ', toolCalls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])));
+        }
+        cards.append(card);
+        if (latency !== null) spans.push({ kind: 'model', label: `model ${modelCalls}`, start: before, end: e.timestamp_ms });
+        for (const c of toolCalls) {
+          const call = { name: c.function.name, call_id: c.id, arguments: c.function.arguments };
+          calls.set(c.id, call);
+          const result = results.get(c.id);
+          const tool = toolCard(call, result ? result.result : null, run.live.tools.get(c.id));
+          toolCards.set(c.id, tool);
+          cards.append(tool);
+        }
+        break;
+      }
+      case 'tool_result': {
+        const r = e.result;
+        spans.push({ kind: 'tool', label: r.name, start: e.timestamp_ms - (r.duration_ms || 0), end: e.timestamp_ms, error: r.is_error });
+        if (!toolCards.has(r.call_id)) cards.append(toolCard(null, r, null));
+        break;
+      }
+      case 'pending_tool_calls':
+        cards.append(
+          el(
+            'section',
+            { class: 'card pending' },
+            el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'handed back')),
+            el('p', {}, 'calls for the caller to run: ', e.calls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])),
+          ),
+        );
+        break;
+      case 'warning':
+        cards.append(el('section', { class: 'card warning' }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'warning')), pre(e.message, 'text')));
+        break;
+      case 'error':
+        cards.append(
+          el('section', { class: 'card run-error' }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, `error: ${e.kind}`)), pre(e.message, 'text')),
+        );
+        break;
+      case 'run_completed':
+        if (e.invocation_id === run.root) cards.append(el('p', { class: 'completed' }, `run completed at ${time(e.timestamp_ms)}`));
+        break;
+      default:
+        break;
+    }
+    lastAt.set(e.invocation_id, e.timestamp_ms);
+  }
+  for (const [invocation, text] of run.live.text) {
+    if (text) {
+      cards.append(
+        el('section', { class: 'card model streaming', data: { invocation } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'model'), el('span', { class: 'badge running' }, 'streaming…')), pre(text, 'text')),
+      );
+    }
+  }
+  const line = timeline(spans);
+  if (line) section.append(details(`timeline:${run.root}`, 'timeline', line, true));
+  section.append(cards);
+  return section;
+}

@@ -1,0 +1,124 @@
+//! Runs started from the page's chat box: the agent `toolbelt run` builds (same flags, same
+//! [`AgentSession`]), one run at a time per session. Stored events reach the page through
+//! the file poller like any other process's; the live-only ones (deltas, chunks, progress)
+//! are sent straight to the feed.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use toolbelt::mcp::server::CancellationToken;
+
+use super::feed::{FeedItem, Hub};
+use crate::agent_cli::AgentSession;
+
+/// How long runs may take to stop their tools when the UI shuts down.
+const WIND_DOWN: Duration = Duration::from_secs(10);
+
+/// Why a run could not start.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StartError {
+    /// A run of this session is still going.
+    Busy,
+}
+
+/// The agent and the runs it has going.
+pub(crate) struct Runs {
+    session: AgentSession,
+    hub: Arc<Hub>,
+    running: Mutex<HashSet<String>>,
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
+    stop: CancellationToken,
+}
+
+impl Runs {
+    pub(crate) fn new(session: AgentSession, hub: Arc<Hub>, stop: CancellationToken) -> Self {
+        Self {
+            session,
+            hub,
+            running: Mutex::new(HashSet::new()),
+            tasks: tokio::sync::Mutex::new(JoinSet::new()),
+            stop,
+        }
+    }
+
+    /// The application and user the chat box's sessions are stored under.
+    pub(crate) fn key_parts(&self) -> (&str, &str) {
+        (self.session.runner.app(), crate::agent_cli::USER)
+    }
+
+    /// Starts a run of `message` in `session_id` (a new session when `None`); returns the
+    /// session's id.
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        session_id: Option<String>,
+        message: String,
+    ) -> Result<String, StartError> {
+        let session_id = session_id.unwrap_or_else(crate::agent_cli::new_session_id);
+        {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if !running.insert(session_id.clone()) {
+                return Err(StartError::Busy);
+            }
+        }
+        let mut events = self.session.start_in(&session_id, &message);
+        let this = self.clone();
+        let id = session_id.clone();
+        self.tasks.lock().await.spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    event = events.recv() => event,
+                    _ = this.stop.cancelled() => {
+                        // Stop the tools first; the run still ends with run_completed.
+                        events.cancel();
+                        let _ = tokio::time::timeout(WIND_DOWN, async {
+                            while events.recv().await.is_some() {}
+                        })
+                        .await;
+                        None
+                    }
+                };
+                let Some(event) = event else { break };
+                if is_live_only(&event) {
+                    this.hub.send(FeedItem::Live {
+                        session_id: id.clone(),
+                        event,
+                    });
+                }
+            }
+            this.running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            this.hub.send(FeedItem::RunEnded { session_id: id });
+        });
+        Ok(session_id)
+    }
+
+    /// Waits for the runs to stop (after the stop token was cancelled), then closes the tool
+    /// sets.
+    pub(crate) async fn close(self: Arc<Self>) {
+        let mut tasks = std::mem::take(&mut *self.tasks.lock().await);
+        let _ = tokio::time::timeout(WIND_DOWN * 2, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+        match Arc::try_unwrap(self) {
+            Ok(runs) => runs.session.toolbox.close().await,
+            Err(_) => {
+                tracing::warn!("web UI: a request still holds the agent; not closing its tools")
+            }
+        }
+    }
+}
+
+/// Events that are shown but never stored (the file poller will not see them).
+fn is_live_only(event: &toolbelt::agent::Event) -> bool {
+    use toolbelt::agent::EventKind;
+    matches!(
+        event.kind,
+        EventKind::ModelDelta { .. } | EventKind::ToolChunk { .. } | EventKind::ToolProgress { .. }
+    )
+}

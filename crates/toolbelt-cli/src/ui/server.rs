@@ -1,0 +1,372 @@
+//! The HTTP side: the embedded page, the JSON API and the event stream, behind the guard.
+//!
+//! Layers, outermost first: security headers on every answer (a strict Content-Security-Policy
+//! among them, so even a rendering bug cannot run a script that came in a tool result), then
+//! the guard ([`super::auth`]), then the routes.
+//!
+//! | route | answers |
+//! |---|---|
+//! | `GET /`, `GET /assets/{file}` | the page (embedded in the binary) |
+//! | `GET /api/config` | the mode, whether the chat box works (and why not) |
+//! | `GET /api/sessions` | every session in the file, and the last sequence number |
+//! | `GET /api/events?app=&user=&session=` | one session's stored events with their sequence numbers |
+//! | `GET /api/stream?after=SEQ` | server-sent events: stored events after `SEQ`, then everything new |
+//! | `POST /api/runs` | `{"message", "session_id"?}` starts a run; 202 with the session id |
+//! | `GET /api/calls` | `serve --ui`: the recent tool calls |
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use toolbelt::agent::SessionKey;
+use toolbelt::agent::session::SqliteSessionService;
+use toolbelt::mcp::server::CancellationToken;
+
+use super::auth::{self, Guard};
+use super::feed::{self, FeedItem, Hub};
+use super::runs::{Runs, StartError};
+
+/// The page's files, compiled in: no build step, nothing read from disk at run time.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/ui/app.js"),
+    ),
+    (
+        "view.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/ui/view.js"),
+    ),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../assets/ui/style.css"),
+    ),
+];
+const INDEX: &str = include_str!("../../assets/ui/index.html");
+
+/// The policy every answer carries: scripts and styles from this server only, images from it
+/// or inline `data:` (tool results' images), no frames, no plugins, no forms elsewhere.
+pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'";
+
+/// The longest message the chat box may send.
+const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// What the page is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `toolbelt ui`: the sessions of a file.
+    Sessions,
+    /// `serve --ui`: the MCP calls of this server.
+    Serve,
+}
+
+/// What the handlers share.
+pub(crate) struct UiState {
+    pub(crate) mode: Mode,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) store: Option<SqliteSessionService>,
+    pub(crate) runs: Option<Arc<Runs>>,
+    /// Why the chat box is off, when it is.
+    pub(crate) chat_off: Option<String>,
+    /// Ends the event streams at shutdown (they would hold it open otherwise).
+    pub(crate) stop: CancellationToken,
+}
+
+/// The router: routes, the guard, then the headers (outermost).
+pub(crate) fn router(state: Arc<UiState>, guard: Arc<Guard>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/assets/{file}", get(asset))
+        .route("/api/config", get(config))
+        .route("/api/sessions", get(sessions))
+        .route("/api/events", get(events))
+        .route("/api/stream", get(stream))
+        .route("/api/runs", post(start_run))
+        .route("/api/calls", get(calls))
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(guard, auth::check))
+        .layer(axum::middleware::map_response(security_headers))
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn index() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX).into_response()
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, kind, body)) => ([(header::CONTENT_TYPE, *kind)], *body).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+async fn config(State(state): State<Arc<UiState>>) -> Json<Value> {
+    let (app, user) = state
+        .runs
+        .as_ref()
+        .map_or(("", ""), |runs| runs.key_parts());
+    Json(json!({
+        "mode": match state.mode { Mode::Sessions => "sessions", Mode::Serve => "serve" },
+        "chat": state.runs.is_some(),
+        "chat_off": state.chat_off,
+        "app": app,
+        "user_id": user,
+    }))
+}
+
+/// The session file, or the answer saying there is none (`serve --ui`).
+fn store(state: &UiState) -> Option<&SqliteSessionService> {
+    state.store.as_ref()
+}
+
+fn no_store() -> Response {
+    error(StatusCode::NOT_FOUND, "this UI has no session file")
+}
+
+async fn sessions(State(state): State<Arc<UiState>>) -> Response {
+    let Some(store) = store(&state) else {
+        return no_store();
+    };
+    // The last sequence number first: anything committed after it reaches a page that
+    // follows the stream from it (twice at worst; the page keeps events by id).
+    let last_seq = match store.last_seq().await {
+        Ok(seq) => seq,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    match store.sessions().await {
+        Ok(list) => Json(json!({
+            "last_seq": last_seq,
+            "sessions": list.iter().map(|s| json!({
+                "app": s.key.app,
+                "user_id": s.key.user_id,
+                "session_id": s.key.session_id,
+                "created_ms": s.created_ms,
+                "updated_ms": s.updated_ms,
+                "events": s.events,
+            })).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct SessionQuery {
+    app: String,
+    user: String,
+    session: String,
+}
+
+async fn events(State(state): State<Arc<UiState>>, Query(q): Query<SessionQuery>) -> Response {
+    let Some(store) = store(&state) else {
+        return no_store();
+    };
+    use toolbelt::agent::SessionService;
+    let key = SessionKey::new(q.app, q.user, q.session);
+    match store.events(&key).await {
+        Ok(events) => Json(json!({ "events": events })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct StreamQuery {
+    #[serde(default)]
+    after: i64,
+}
+
+/// Server-sent events: each item as one `data:` line of JSON (its `kind` says what it is).
+async fn stream(State(state): State<Arc<UiState>>, Query(q): Query<StreamQuery>) -> Response {
+    // Subscribe before catching up, so nothing committed in between is missed.
+    let live = state.hub.subscribe();
+    let (tx, rx) = mpsc::channel::<SseEvent>(64);
+    let stop = state.stop.clone();
+    let feed = follow(state.clone(), live, q.after, tx);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = feed => {}
+        }
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|event| (Ok::<_, Infallible>(event), rx))
+    });
+    Sse::new(body)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Feeds one page until it leaves: catch up from the file, then the broadcast; after falling
+/// behind the broadcast, catch up from the file again.
+async fn follow(
+    state: Arc<UiState>,
+    mut live: broadcast::Receiver<Arc<FeedItem>>,
+    after: i64,
+    tx: mpsc::Sender<SseEvent>,
+) {
+    let mut cursor = after;
+    if state.mode == Mode::Serve {
+        for item in state.hub.recent_calls() {
+            if send(&tx, &item).await.is_err() {
+                return;
+            }
+        }
+    }
+    if catch_up(&state, &mut cursor, &tx).await.is_err() {
+        return;
+    }
+    loop {
+        match live.recv().await {
+            Ok(item) => {
+                if let Some(seq) = item.seq() {
+                    if seq <= cursor {
+                        continue;
+                    }
+                    cursor = seq;
+                }
+                if send(&tx, &item).await.is_err() {
+                    return;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                if catch_up(&state, &mut cursor, &tx).await.is_err() {
+                    return;
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Sends the stored events after `cursor`, page by page; `Err` when the page left.
+async fn catch_up(
+    state: &UiState,
+    cursor: &mut i64,
+    tx: &mpsc::Sender<SseEvent>,
+) -> Result<(), ()> {
+    let Some(store) = &state.store else {
+        return Ok(());
+    };
+    loop {
+        let items = match feed::stored_after(store, *cursor).await {
+            Ok(items) => items,
+            Err(error) => {
+                tracing::warn!(%error, "web UI: cannot read the session file");
+                return Ok(());
+            }
+        };
+        let full = items.len() == feed::PAGE;
+        for item in items {
+            if let Some(seq) = item.seq() {
+                *cursor = (*cursor).max(seq);
+            }
+            send(tx, &item).await?;
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+async fn send(tx: &mpsc::Sender<SseEvent>, item: &FeedItem) -> Result<(), ()> {
+    let event = SseEvent::default()
+        .json_data(item)
+        .map_err(|error| tracing::warn!(%error, "web UI: cannot encode an event"))?;
+    tx.send(event).await.map_err(|_| ())
+}
+
+#[derive(Deserialize)]
+struct StartRun {
+    message: String,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+async fn start_run(
+    State(state): State<Arc<UiState>>,
+    body: Result<Json<StartRun>, JsonRejection>,
+) -> Response {
+    let Some(runs) = &state.runs else {
+        return error(
+            StatusCode::CONFLICT,
+            state
+                .chat_off
+                .clone()
+                .unwrap_or_else(|| "this UI cannot start runs".into()),
+        );
+    };
+    // axum's Json extractor insists on `Content-Type: application/json`, which a cross-site
+    // form cannot send; the origin check has already refused cross-site scripts.
+    let start = match body {
+        Ok(Json(start)) => start,
+        Err(rejection) => {
+            return error(
+                rejection.status(),
+                format!(
+                    "expected a JSON body {{\"message\": …, \"session_id\": …}}: {}",
+                    rejection.body_text()
+                ),
+            );
+        }
+    };
+    if start.message.trim().is_empty() {
+        return error(StatusCode::BAD_REQUEST, "the message is empty");
+    }
+    if start.message.len() > MAX_MESSAGE_BYTES {
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "the message is too long");
+    }
+    let session_id = start.session_id.filter(|id| !id.trim().is_empty());
+    match runs.start(session_id, start.message).await {
+        Ok(session_id) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "session_id": session_id })),
+        )
+            .into_response(),
+        Err(StartError::Busy) => error(
+            StatusCode::CONFLICT,
+            "a run of this session is still going; wait for it to end",
+        ),
+    }
+}
+
+async fn calls(State(state): State<Arc<UiState>>) -> Json<Value> {
+    Json(json!({ "calls": state.hub.recent_calls() }))
+}

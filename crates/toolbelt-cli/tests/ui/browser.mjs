@@ -1,0 +1,137 @@
+// The web UI in a real headless Chromium, driven by playwright-core. Started by
+// crates/toolbelt-cli/tests/ui.rs, which runs `toolbelt ui` and the scripted model server and
+// starts the scripted run when this script prints READY.
+//
+// Environment: UI_URL (the URL toolbelt printed, with ?token=), PLAYWRIGHT_CORE (the
+// package's index.mjs), CHROMIUM (the browser binary), SCREENSHOTS (a directory; screenshots
+// are taken only when it is set).
+//
+// Prints PASS and exits 0 when every check holds; otherwise prints the failure and exits 1.
+
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const { chromium } = await import(pathToFileURL(process.env.PLAYWRIGHT_CORE).href);
+
+const TIMEOUT = 60_000;
+const problems = [];
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM,
+  headless: true,
+  timeout: TIMEOUT,
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
+  // launch() starts the browser with a fresh temporary profile of its own (the contract's
+  // fresh --user-data-dir) and removes it on close.
+});
+
+let failed = null;
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('dialog', (dialog) => {
+    problems.push(`a dialog opened: ${dialog.message()}`);
+    dialog.dismiss();
+  });
+
+  // The token in the URL is traded for a cookie and dropped from the address bar.
+  await page.goto(process.env.UI_URL);
+  check(!page.url().includes('token='), `the token stayed in the address bar: ${page.url()}`);
+  await page.waitForSelector('#status.good');
+  check((await page.locator('.run').count()) === 0, 'a run was shown before one started');
+  console.log('READY');
+
+  // ---- the scripted run, started by the test in another process, appears live ----
+  await page.waitForSelector('.run-head .badge.ok');
+  const kinds = await page.$$eval('.run .cards > .card', (cards) =>
+    cards.map((c) => (c.classList.contains('tool') ? `tool:${c.dataset.tool}` : [...c.classList].find((k) => k !== 'card'))),
+  );
+  const expected = ['user', 'model', 'tool:Read', 'tool:Read', 'model', 'tool:Edit', 'model', 'tool:Read', 'model', 'tool:Read', 'model'];
+  check(JSON.stringify(kinds) === JSON.stringify(expected), `cards in the wrong order: ${JSON.stringify(kinds)}`);
+  check((await page.locator('.session').count()) === 1, 'the new session is not listed');
+
+  // Model cards: tokens are not reported by the scripted server, latency and size are.
+  const modelHead = await page.locator('.card.model .card-head').first().textContent();
+  check(/\bms\b|\bs\b/.test(modelHead) && modelHead.includes('sent'), `the model card lacks latency or size: ${modelHead}`);
+
+  // The Edit's diff, rendered as one.
+  const edit = page.locator('.card.tool[data-tool="Edit"]');
+  const removed = await edit.locator('.diff .line.del').allTextContents();
+  const added = await edit.locator('.diff .line.add').allTextContents();
+  check(removed.some((l) => l.includes('alpha')), `no removed line with alpha: ${JSON.stringify(removed)}`);
+  check(added.some((l) => l.includes('gamma')), `no added line with gamma: ${JSON.stringify(added)}`);
+
+  // The Read of an image shows the image, decoded.
+  const image = page.locator('img.tool-image');
+  await image.waitFor();
+  const width = await image.evaluate((img) => (img.complete ? img.naturalWidth : -1));
+  check(width === 8, `the image did not decode (naturalWidth ${width})`);
+
+  // The failing call shows its error.
+  const failing = page.locator('.card.tool.error');
+  check((await failing.count()) === 1, 'one failing tool card expected');
+  const errorText = await failing.locator('.tool-error').textContent();
+  check(errorText.includes('missing.txt'), `the error does not name the file: ${errorText}`);
+
+  // Markup from a tool result and from the model stays text.
+  const payloadCard = page.locator('.card.tool[data-tool="Read"]').nth(3);
+  const payloadText = await payloadCard.locator('pre.result').textContent();
+  check(payloadText.includes('<script>window.__pwned = 1</script>'), `the payload is not shown as text: ${payloadText}`);
+  const finalText = await page.locator('.card.model').last().textContent();
+  check(finalText.includes('<script>window.__pwned = 3</script>'), `the model's markup is not shown as text: ${finalText}`);
+  check((await page.evaluate(() => window.__pwned)) === undefined, 'a script from a result ran');
+  check((await page.evaluate(() => document.scripts.length)) === 1, 'a script element was injected');
+  check((await page.locator('img[src="x"]').count()) === 0, 'an img element was injected');
+
+  // The timeline has a bar for each model and tool call.
+  const bars = await page.locator('.timeline .bar').count();
+  check(bars === 10, `expected 10 timeline bars (5 model, 5 tool calls), got ${bars}`);
+
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-run.png'), fullPage: true });
+    await edit.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-edit-diff.png') });
+  }
+
+  // ---- a run started from the chat box, in a new session ----
+  await page.click('#new-session');
+  await page.fill('#message', 'Say hello from the chat box');
+  await page.press('#message', 'Enter');
+  await page.waitForFunction(() => document.querySelectorAll('.session').length === 2);
+  const answer = page.locator('.card.model', { hasText: 'Hello from the chat box' });
+  await answer.waitFor();
+  await page.waitForSelector('.run-head .badge.ok');
+  await page.waitForFunction(() => !document.querySelector('#send').disabled);
+  const chatCards = await page.$$eval('.run .cards > .card', (cards) => cards.map((c) => [...c.classList].find((k) => k !== 'card')));
+  check(JSON.stringify(chatCards) === JSON.stringify(['user', 'model']), `chat run cards: ${JSON.stringify(chatCards)}`);
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-chat.png') });
+  }
+
+  check(problems.length === 0, `the page reported problems:\n${problems.join('\n')}`);
+} catch (error) {
+  failed = error;
+} finally {
+  await browser.close();
+}
+if (failed) {
+  console.log(`FAIL ${failed.stack || failed}`);
+  if (problems.length) console.log(problems.join('\n'));
+  process.exit(1);
+}
+console.log('PASS');
