@@ -31,6 +31,10 @@
 //!   agent, each model call and each tool call) on one agent
 //!   ([`LlmAgentBuilder::callbacks`]) or, as a [`Plugin`] on the runner
 //!   ([`Runner::with_plugin`]), on every agent of the run; a plugin may add framework tools.
+//! - Extensions ([`extension`]): an [`Extension`] bundles instructions, tools, tool sets,
+//!   hooks, middleware and callbacks with an init/close lifecycle, started together as
+//!   [`Extensions`] and given to an agent ([`LlmAgentBuilder::with_extensions`]) or a runner
+//!   ([`Runner::with_extensions`]).
 //! - Per run ([`RunOptions`]): a tool filter, an execution filter (calls it declines are
 //!   handed back in an [`EventKind::PendingToolCalls`] event; resume with role=tool
 //!   messages), JSON repair, runtime state.
@@ -100,6 +104,7 @@ mod agent_tool;
 pub mod callbacks;
 mod error;
 mod event;
+pub mod extension;
 pub mod framework;
 pub mod history;
 mod id;
@@ -114,6 +119,7 @@ pub use agent_tool::{AgentTool, DEFAULT_MAX_AGENT_DEPTH, HistoryScope, InnerText
 pub use callbacks::{CallbackError, Callbacks};
 pub use error::AgentError;
 pub use event::{ErrorKind, Event, EventKind, ToolResult};
+pub use extension::{Extension, ExtensionError, Extensions};
 pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
 pub use plugin::Plugin;

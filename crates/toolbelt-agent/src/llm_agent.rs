@@ -51,6 +51,8 @@ pub struct LlmAgent {
     max_tool_iterations: usize,
     repair_json: Option<bool>,
     callbacks: Callbacks,
+    /// The extensions' callbacks, run after the plugins' and before the agent's own.
+    extension_callbacks: Vec<Callbacks>,
     /// Whether the executor runs tool callbacks (it does when the agent built it).
     runs_tool_callbacks: bool,
 }
@@ -88,6 +90,7 @@ pub struct LlmAgentBuilder {
     executor: Option<Executor>,
     configure: Vec<ConfigureExecutor>,
     callbacks: Callbacks,
+    extensions: Vec<crate::extension::Contribution>,
 }
 
 impl LlmAgentBuilder {
@@ -239,6 +242,16 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Adds what the started `extensions` contribute (instructions, tools, tool sets,
+    /// middleware, hooks, callbacks), after anything given before; see
+    /// [`crate::extension`] for where each part goes and in which order. The agent keeps
+    /// the parts, not the extensions: close them with [`crate::Extensions::close`] after
+    /// the agent's last run.
+    pub fn with_extensions(mut self, extensions: &crate::Extensions) -> Self {
+        self.extensions.extend(extensions.contributions());
+        self
+    }
+
     /// The agent. Fails without a model, on duplicate tool names, or when a tool uses the
     /// name of a framework tool.
     pub fn build(self) -> Result<LlmAgent, AgentError> {
@@ -246,6 +259,16 @@ impl LlmAgentBuilder {
             .model
             .ok_or_else(|| AgentError::Config(format!("agent {} has no model", self.name)))?;
         let runs_tool_callbacks = self.executor.is_none();
+        if let (Some(_), Some(c)) = (
+            &self.executor,
+            self.extensions.iter().find(|c| c.needs_own_executor()),
+        ) {
+            return Err(AgentError::Config(format!(
+                "agent {}: extension {} adds middleware or tool hooks, which need the executor \
+                 the agent builds; with your own executor, add them to it instead",
+                self.name, c.name
+            )));
+        }
         let executor = match self.executor {
             Some(_) if self.tool_retry.is_some() || !self.configure.is_empty() => {
                 return Err(AgentError::Config(format!(
@@ -269,6 +292,9 @@ impl LlmAgentBuilder {
                 }
                 for configure in self.configure {
                     builder = configure(builder);
+                }
+                for middleware in self.extensions.iter().flat_map(|c| &c.middleware) {
+                    builder = builder.middleware_arc(middleware.clone());
                 }
                 // Added last: tool callbacks run after the executor's global before hooks
                 // and after its global after hooks (see `crate::callbacks`).
@@ -295,6 +321,7 @@ impl LlmAgentBuilder {
                 .add_tool_set(set, set_options)
                 .map_err(config_error)?;
         }
+        crate::extension::register(&self.extensions, &registry, set_options)?;
         let tool_error = |e: ToolError| AgentError::Config(e.to_string());
         if !self.sub_agents.is_empty() {
             let targets: Vec<(String, String)> = self
@@ -312,7 +339,7 @@ impl LlmAgentBuilder {
         Ok(LlmAgent {
             name: self.name,
             description: self.description,
-            instruction: self.instruction,
+            instruction: crate::extension::compose_instruction(self.instruction, &self.extensions),
             model,
             executor,
             registry,
@@ -324,6 +351,7 @@ impl LlmAgentBuilder {
             max_tool_iterations: self.max_tool_iterations,
             repair_json: self.repair_json,
             callbacks: self.callbacks,
+            extension_callbacks: self.extensions.into_iter().map(|c| c.callbacks).collect(),
             runs_tool_callbacks,
         })
     }
@@ -376,6 +404,7 @@ impl LlmAgent {
             executor: None,
             configure: Vec::new(),
             callbacks: Callbacks::new(),
+            extensions: Vec::new(),
         }
     }
 
@@ -487,6 +516,7 @@ impl LlmAgent {
     /// The callbacks in force for this agent in `inv`: the plugins', then its own.
     fn active_callbacks(&self, inv: &Invocation) -> Active {
         let mut all: Vec<Callbacks> = inv.plugins.iter().map(|p| p.callbacks.clone()).collect();
+        all.extend(self.extension_callbacks.iter().cloned());
         all.push(self.callbacks.clone());
         Active(all)
     }

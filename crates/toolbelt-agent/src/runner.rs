@@ -162,6 +162,17 @@ impl Runner {
         self
     }
 
+    /// Applies the started `extensions` to every agent of every run, each as a [`Plugin`]
+    /// of its name added after the plugins already there (see [`crate::extension`]). Fails
+    /// naming an extension that contributes tool sets or middleware: those belong to one
+    /// agent ([`crate::LlmAgentBuilder::with_extensions`]).
+    pub fn with_extensions(self, extensions: &crate::Extensions) -> Result<Self, AgentError> {
+        Ok(extensions
+            .plugins()?
+            .into_iter()
+            .fold(self, Self::with_plugin))
+    }
+
     /// The session store.
     pub fn sessions(&self) -> &Arc<dyn SessionService> {
         &self.sessions
