@@ -108,7 +108,11 @@ pub struct Invocation {
     pub(crate) plugins: Arc<[Plugin]>,
     /// How many child invocations (agents run by tools) lie between this one and the root.
     depth: usize,
+    /// Values shared by the parts of one run, one per type ([`Invocation::run_value`]).
+    run_values: Arc<Mutex<RunValues>>,
 }
+
+type RunValues = std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>;
 
 impl std::fmt::Debug for Invocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +147,7 @@ impl Invocation {
             actions: Arc::default(),
             depth: 0,
             plugins: Arc::new([]),
+            run_values: Arc::default(),
         }
     }
 
@@ -192,6 +197,31 @@ impl Invocation {
     pub fn with_runtime_state(mut self, key: impl Into<String>, value: Value) -> Self {
         Arc::make_mut(&mut self.runtime_state).insert(key.into(), value);
         self
+    }
+
+    /// The run value of type `T`, if one was stored: a typed slot shared by the parts of one
+    /// run (callbacks, plugins, tools). This invocation, its clones (the one in a tool's
+    /// context) and the agents it transfers to see the same values; a child invocation
+    /// ([`Invocation::child`]) starts with none. Tool search keeps its token usage here
+    /// ([`ToolSearchUsage`](crate::tool_search::ToolSearchUsage)).
+    pub fn run_value<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let values = self.run_values.lock().unwrap_or_else(|p| p.into_inner());
+        let value = values.get(&std::any::TypeId::of::<T>())?.clone();
+        value.downcast::<T>().ok()
+    }
+
+    /// The run value of type `T`, stored first as `T::default()` if there is none (see
+    /// [`Invocation::run_value`]); give `T` interior mutability to change it.
+    pub fn run_value_or_default<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut values = self.run_values.lock().unwrap_or_else(|p| p.into_inner());
+        let value = values
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
+        // The entry for T's id always holds a T.
+        value
+            .downcast::<T>()
+            .unwrap_or_else(|_| Arc::new(T::default()))
     }
 
     /// The cancellation token of the invocation.
@@ -291,6 +321,7 @@ impl Invocation {
             actions: Arc::default(),
             depth: self.depth + 1,
             plugins: self.plugins.clone(),
+            run_values: Arc::default(),
         }
     }
 

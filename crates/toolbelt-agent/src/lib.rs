@@ -113,6 +113,7 @@ mod llm_agent;
 mod plugin;
 mod runner;
 pub mod session;
+pub mod tool_search;
 
 pub use agent::{Agent, DynAgent, find_agent};
 pub use agent_tool::{AgentTool, DEFAULT_MAX_AGENT_DEPTH, HistoryScope, InnerTextMode};
