@@ -3,6 +3,7 @@
 //! calls ([`approval`]), the rendering of a run's events ([`render`]) and stopping a run on
 //! SIGINT or SIGTERM.
 
+mod agents_file;
 mod approval;
 mod render;
 
@@ -12,12 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use toolbelt::agent::{
-    EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner, SessionService,
+    DynAgent, EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner, SessionService,
     SqliteSessionService,
 };
 use toolbelt::exec::{ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
-    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig, OpenAiModel,
+    DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig,
+    OpenAiModel,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
@@ -105,6 +107,10 @@ pub struct AgentArgs {
     /// Replace the default system instruction.
     #[arg(long, value_name = "TEXT")]
     pub instruction: Option<String>,
+    /// Run the agents composed in this TOML or YAML file (by extension): their
+    /// instructions, models, tools, sub-agents and agent tools (see the README).
+    #[arg(long, value_name = "FILE", conflicts_with = "instruction")]
+    pub agents: Option<PathBuf>,
 }
 
 impl AgentArgs {
@@ -146,6 +152,11 @@ fn seconds(text: &str) -> Result<Duration, String> {
 /// The model configured by flags and environment; with none, an error naming exactly what
 /// to set (exit code 2).
 pub fn model_from(args: &AgentArgs) -> Result<OpenAiModel, CliError> {
+    OpenAiModel::new(config_from(args)?).map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// The model's configuration from flags and environment (see [`model_from`]).
+fn config_from(args: &AgentArgs) -> Result<OpenAiConfig, CliError> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let base_url = args.base_url.clone().or_else(|| var(ENV_BASE_URL));
     let model = args.model.clone().or_else(|| var(ENV_MODEL));
@@ -165,7 +176,7 @@ pub fn model_from(args: &AgentArgs) -> Result<OpenAiModel, CliError> {
         retry.max_retries = retries;
         config = config.with_retry(retry);
     }
-    OpenAiModel::new(config).map_err(|e| CliError::usage(e.to_string()))
+    Ok(config)
 }
 
 fn not_configured(missing: &[&str]) -> String {
@@ -209,15 +220,10 @@ pub(crate) fn new_session_id() -> String {
     format!("{nanos:x}-{:x}", std::process::id())
 }
 
-/// The agent over the tool box's registry. Its calls go through an executor configured by
-/// the flags (schedule, JSON repair, a time limit) with the approval hook, if any; the
-/// agent sets none of these itself, so the executor's configuration is what runs.
-fn agent_from(
-    args: &AgentArgs,
-    model: OpenAiModel,
-    toolbox: &Toolbox,
-    approval: Option<Approval>,
-) -> Result<LlmAgent, CliError> {
+/// The executor over the tool box's registry, configured by the flags (schedule, JSON
+/// repair, a time limit) with the approval hook, if any. Agents set none of these
+/// themselves, so the executor's configuration is what runs.
+fn executor_from(args: &AgentArgs, toolbox: &Toolbox, approval: Option<Approval>) -> Executor {
     let mut executor = Executor::builder(toolbox.registry.clone())
         .middleware(Timeout::new(TOOL_TIMEOUT))
         .mode(if args.parallel {
@@ -229,26 +235,79 @@ fn agent_from(
     if let Some(approval) = approval {
         executor = executor.before_hook(approval);
     }
+    executor.build()
+}
+
+/// The system instruction: `--instruction`, or the default one naming `--dir`.
+fn instruction_from(args: &AgentArgs) -> String {
     let dir = std::fs::canonicalize(&args.sources.dir).unwrap_or_else(|_| args.sources.dir.clone());
-    let instruction = args.instruction.clone().unwrap_or_else(|| {
+    args.instruction.clone().unwrap_or_else(|| {
         format!(
             "You are a careful coding assistant working in the directory {}. Use the tools to \
              look at files before answering questions about them, and keep answers short.",
             dir.display()
         )
-    });
-    LlmAgent::builder("toolbelt")
+    })
+}
+
+/// The agent over the tool box's registry, through [`executor_from`].
+fn agent_from(
+    args: &AgentArgs,
+    model: OpenAiModel,
+    toolbox: &Toolbox,
+    approval: Option<Approval>,
+) -> Result<DynAgent, CliError> {
+    let executor = executor_from(args, toolbox, approval);
+    let instruction = instruction_from(args);
+    let agent = LlmAgent::builder("toolbelt")
         .description("The toolbelt command-line agent")
         .instruction(instruction)
         .model(model)
-        .executor(executor.build())
+        .executor(executor)
         .max_tool_iterations(args.max_iterations)
-        .generation_config(GenerationConfig {
-            stream: !args.no_stream,
-            ..GenerationConfig::default()
-        })
+        .generation_config(generation_from(args))
         .build()
-        .map_err(|e| CliError::usage(e.to_string()))
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(Arc::new(agent))
+}
+
+fn generation_from(args: &AgentArgs) -> GenerationConfig {
+    GenerationConfig {
+        stream: !args.no_stream,
+        ..GenerationConfig::default()
+    }
+}
+
+/// The root of the agents of an `--agents` file, each over the tool box's registry through
+/// one [`executor_from`], offered the tools the file names (checked against `offered`).
+fn agents_from(
+    args: &AgentArgs,
+    agents: &agents_file::Agents,
+    model: OpenAiModel,
+    toolbox: &Toolbox,
+    offered: Vec<String>,
+    approval: Option<Approval>,
+) -> Result<DynAgent, CliError> {
+    let config = config_from(args)?;
+    let model_named = |name: &str| -> Result<DynModel, CliError> {
+        let mut config = config.clone();
+        config.model = name.to_string();
+        let model = OpenAiModel::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+        Ok(Arc::new(model))
+    };
+    agents.build(&agents_file::BuildContext {
+        executor: executor_from(
+            args,
+            toolbox,
+            approval.map(|a| a.with_delegations(agents.delegations())),
+        ),
+        model: Arc::new(model),
+        model_named: &model_named,
+        offered,
+        default_instruction: instruction_from(args),
+        generation: generation_from(args),
+        max_iterations: args.max_iterations,
+    })
 }
 
 /// The approval hook `args` ask for (none with `--approval never` or `--yes`).
@@ -340,6 +399,8 @@ impl AgentSession {
         model: OpenAiModel,
         approval: Option<Approval>,
     ) -> Result<Self, CliError> {
+        // The agents file first: a mistake in it is reported before anything is opened.
+        let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
         let sessions = sessions_from(args)?;
         let toolbox = Toolbox::open(&args.sources, None)?;
         toolbox.announce_sandbox();
@@ -349,7 +410,14 @@ impl AgentSession {
                 eprintln!("toolbelt: warning: --tools names {name:?}, which no tool set offers");
             }
         }
-        let agent = match agent_from(args, model, &toolbox, approval) {
+        let built = match &agents {
+            Some(agents) => {
+                let offered = snapshot.names().map(str::to_string).collect();
+                agents_from(args, agents, model, &toolbox, offered, approval)
+            }
+            None => agent_from(args, model, &toolbox, approval),
+        };
+        let agent = match built {
             Ok(agent) => agent,
             Err(err) => {
                 toolbox.close().await;
@@ -358,7 +426,7 @@ impl AgentSession {
         };
         Ok(Self {
             toolbox,
-            runner: Runner::new(APP, Arc::new(agent)).with_session_service(sessions),
+            runner: Runner::new(APP, agent).with_session_service(sessions),
             session_id: session_id(args),
             tool_filter: args.tool_filter(),
         })

@@ -9,6 +9,7 @@
 //! stdin is not a terminal, a call that needs approval is refused, the refusal is said on
 //! stderr, and the model is told.
 
+use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
@@ -66,6 +67,10 @@ pub struct Approval {
     stdin: SharedStdin,
     spinner: Spinner,
     terminal: bool,
+    /// Tools that only hand work to other agents (agent tools, the transfer tool): their
+    /// agents' own calls are approved one by one, so asking for the hand-over too would
+    /// only ask twice (and refuse every delegation without a terminal).
+    delegations: HashSet<String>,
 }
 
 impl Approval {
@@ -76,14 +81,24 @@ impl Approval {
             stdin,
             spinner,
             terminal: std::io::stdin().is_terminal(),
+            delegations: HashSet::new(),
         }
+    }
+
+    /// Does not ask for these tools (see `delegations`), except under `--approval always`.
+    pub fn with_delegations(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.delegations.extend(names);
+        self
     }
 }
 
 #[toolbelt::async_trait]
 impl BeforeHook for Approval {
     async fn before(&self, _ctx: &ToolContext, call: &HookCall<'_>) -> BeforeAction {
-        if !self.policy.needs_approval(&call.declaration.meta) {
+        if !self.policy.needs_approval(&call.declaration.meta)
+            || (self.policy != ApprovalPolicy::Always
+                && self.delegations.contains(call.tool_name()))
+        {
             return BeforeAction::Continue;
         }
         let what = format!("{}({})", call.tool_name(), short_args(call.arguments));

@@ -10,6 +10,10 @@
 //! both the terminal, else on stderr when stderr is a terminal (the answer is then also
 //! written to stdout when the turn ends). With neither a terminal, each turn's text is
 //! written once, when the turn ends, to where it belongs.
+//!
+//! An agent tool's forwarded events (those with a `tool_call_id`: the child's own turns) are
+//! progress, never the answer: for people only the child's finished tool calls are shown,
+//! one indented line each on stderr.
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -69,6 +73,8 @@ pub struct Renderer {
     format: Format,
     live: Live,
     calls: Vec<Call>,
+    /// The short arguments of forwarded child tool calls, by call id, for their lines.
+    child_calls: Vec<(String, String)>,
     /// Whether the current turn's text was shown while it streamed.
     shown_live: bool,
     stdout_at_line_start: bool,
@@ -92,6 +98,7 @@ impl Renderer {
             format,
             live,
             calls: Vec::new(),
+            child_calls: Vec::new(),
             shown_live: false,
             stdout_at_line_start: true,
             stderr_at_line_start: true,
@@ -135,7 +142,34 @@ impl Renderer {
         }
         match self.format {
             Format::Json => print_json(event),
+            Format::Human if event.tool_call_id.is_some() => self.forwarded(&event.kind),
             Format::Human => self.human(&event.kind),
+        }
+    }
+
+    /// An agent tool's forwarded event: its finished tool calls as indented lines.
+    fn forwarded(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::ModelResponse { message, .. } => {
+                self.child_calls.extend(
+                    message
+                        .tool_calls
+                        .iter()
+                        .map(|c| (c.id.clone(), short_args(c.arguments()))),
+                );
+            }
+            EventKind::ToolResult { result } => {
+                let args = self
+                    .child_calls
+                    .iter()
+                    .position(|(id, _)| *id == result.call_id)
+                    .map(|at| self.child_calls.swap_remove(at).1)
+                    .unwrap_or_default();
+                self.end_lines();
+                self.spinner
+                    .println(&format!("  {}", result_line(result, &args)));
+            }
+            _ => {}
         }
     }
 
