@@ -5,13 +5,17 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use toolbelt_agent::callbacks::BeforeModel;
 use toolbelt_agent::{
-    Agent, AgentError, AgentTool, DynAgent, Event, HistoryScope, InnerTextMode, Invocation,
-    RunOptions, Runner, SessionKey,
+    Agent, AgentError, AgentTool, CallbackError, Callbacks, DynAgent, Event, HistoryScope,
+    InnerTextMode, Invocation, Plugin, RunOptions, Runner, SessionKey,
 };
 use toolbelt_core::{DynToolSet, FunctionTool, ToolContext, ToolError};
+use toolbelt_exec::{BeforeAction, HookCall, Timeout};
+use toolbelt_model::Request;
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
 
 mod agent_support;
@@ -426,4 +430,166 @@ async fn recursion_stops_at_the_depth_limit_with_a_tool_error() {
             .collect::<Vec<_>>(),
         ["depth 1 done"]
     );
+}
+
+#[tokio::test]
+async fn a_runners_plugin_applies_to_the_agent_tools_child_and_its_tool_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = child_server().await;
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "files", ASK_FILES),
+        Reply::text("Thursday."),
+    ])
+    .await
+    .unwrap();
+    let tool = AgentTool::new(files_agent(&child, dir.path(), false)).unwrap();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (models, tools) = (seen.clone(), seen.clone());
+    let plugin = Plugin::new("audit").callbacks(
+        Callbacks::new()
+            .before_model(move |inv: &Invocation, _: &mut Request| {
+                models
+                    .lock()
+                    .unwrap()
+                    .push(format!("model:{}", inv.agent_name()));
+                Ok(None)
+            })
+            .before_tool(move |ctx: &ToolContext, call: &HookCall<'_>| {
+                let agent = Invocation::from_context(ctx).unwrap().agent_name();
+                tools
+                    .lock()
+                    .unwrap()
+                    .push(format!("tool:{agent}:{}", call.declaration.name));
+                BeforeAction::Continue
+            }),
+    );
+    let runner = coordinator(&outer, tool, false).with_plugin(plugin);
+    let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "model:coordinator",
+            "tool:coordinator:files",
+            "model:files",
+            "tool:files:Read",
+            "model:files",
+            "model:coordinator",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_calls_timeout_stops_the_child_and_its_tools_before_the_result() {
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "waiter", r#"{"request":"wait"}"#),
+        Reply::text("it timed out"),
+    ])
+    .await
+    .unwrap();
+    let child = ScriptedServer::start([Reply::tool_call("w1", "wait", "{}")])
+        .await
+        .unwrap();
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let wait = {
+        let stopped = stopped.clone();
+        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
+            let stopped = stopped.clone();
+            async move {
+                ctx.cancelled().await;
+                stopped.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("stopped")
+            }
+        })
+        .unwrap()
+    };
+    let waiter = agent("waiter", &child, false).tool(wait).build().unwrap();
+    // A short limit so the call times out; a long grace so the child is waited for, not
+    // dropped (the test does not depend on how quickly it stops).
+    let limit = Duration::from_millis(200);
+    let coordinator = agent("coordinator", &outer, false)
+        .tool(AgentTool::new(Arc::new(waiter)).unwrap())
+        .configure_executor(move |b| {
+            b.middleware(Timeout::new(limit).grace(Duration::from_secs(60)))
+        })
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(coordinator));
+    let events = run(&runner, "s", "go", RunOptions::new()).await;
+    no_errors(&events);
+    // The child's tool had stopped when the call's result came back.
+    assert_eq!(stopped.load(Ordering::SeqCst), 1);
+    let result = results(&events);
+    assert_eq!(result.len(), 1);
+    assert!(
+        result[0].is_error && result[0].content.contains("timed out"),
+        "{result:?}"
+    );
+    assert_eq!(
+        child.requests().len(),
+        1,
+        "the child asked its model no more"
+    );
+    assert_eq!(final_answer(&events), "it timed out");
+}
+
+#[tokio::test]
+async fn tool_responses_are_stored_before_the_child_or_the_caller_goes_on() {
+    // The spec's "requires completion": an agent goes on only after its tool response
+    // event was processed. Each agent's before-model callback looks at its own stored
+    // conversation: the child's second model call sees its Read result, the caller's sees
+    // the agent tool's aggregated result.
+    let dir = tempfile::tempdir().unwrap();
+    let child = child_server().await;
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "files", ASK_FILES),
+        Reply::text("Thursday."),
+    ])
+    .await
+    .unwrap();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let plugin = Plugin::new("completion")
+        .callbacks(Callbacks::new().before_model(StoredResults(seen.clone())));
+    let tool = AgentTool::new(files_agent(&child, dir.path(), true))
+        .unwrap()
+        .stream_inner(true);
+    let runner = coordinator(&outer, tool, true).with_plugin(plugin);
+    let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
+    no_errors(&events);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(seen[0], "coordinator:[]");
+    assert_eq!(seen[1], "files:[]");
+    assert!(seen[2].starts_with("files:[Read="), "{seen:?}");
+    assert_eq!(
+        seen[3],
+        format!("coordinator:[files={}]", CHILD_ANSWER.len())
+    );
+}
+
+/// Notes, before each model call, the tool results stored in the agent's conversation.
+struct StoredResults(Arc<Mutex<Vec<String>>>);
+
+#[async_trait]
+impl BeforeModel for StoredResults {
+    async fn call(
+        &self,
+        inv: &Invocation,
+        _: &mut Request,
+    ) -> Result<Option<toolbelt_model::Message>, CallbackError> {
+        let history = inv
+            .history()
+            .await
+            .map_err(|e| CallbackError::new(e.to_string()))?;
+        let stored: Vec<String> = history
+            .iter()
+            .filter_map(Event::tool_result)
+            .map(|r| format!("{}={}", r.name, r.content.len()))
+            .collect();
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{}:[{}]", inv.agent_name(), stored.join(",")));
+        Ok(None)
+    }
 }
