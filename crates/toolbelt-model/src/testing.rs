@@ -7,6 +7,11 @@
 //! assert what the model was sent. Responses carry fields no client knows about, so clients
 //! are tested for tolerance on every call.
 //!
+//! `POST /v1/embeddings` answers with [`hashed_embedding`] vectors (similar texts get similar
+//! vectors), or with the next reply pushed by [`ScriptedServer::push_embeddings`] (a
+//! [`Reply::Status`] or [`Reply::Raw`] to test error handling); its requests are kept apart in
+//! [`ScriptedServer::embedding_requests`].
+//!
 //! ```
 //! use toolbelt_model::testing::{Reply, ScriptedServer};
 //! use toolbelt_model::{Message, Model, OpenAiConfig, OpenAiModel, Request};
@@ -205,6 +210,8 @@ struct Shared {
     responder: Option<Box<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     strict: AtomicBool,
+    embedding_script: Mutex<VecDeque<Reply>>,
+    embedding_requests: Mutex<Vec<RecordedRequest>>,
 }
 
 impl Shared {
@@ -214,6 +221,8 @@ impl Shared {
             responder,
             requests: Mutex::new(Vec::new()),
             strict: AtomicBool::new(false),
+            embedding_script: Mutex::new(VecDeque::new()),
+            embedding_requests: Mutex::new(Vec::new()),
         }
     }
 }
@@ -279,6 +288,7 @@ impl ScriptedServer {
         let shared = Arc::new(shared);
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
+            .route("/v1/embeddings", post(embeddings))
             .with_state(shared.clone());
         // Without TCP_NODELAY the response's first body chunk waits for the client's
         // delayed ACK of the headers (about 40 ms), which would dwarf what benchmarks
@@ -315,6 +325,109 @@ impl ScriptedServer {
     pub fn remaining(&self) -> usize {
         lock(&self.shared.script).len()
     }
+
+    /// Queues answers for the next `/v1/embeddings` requests (used before the computed
+    /// vectors): [`Reply::Status`], [`Reply::Raw`] or [`Reply::NoAnswer`]; any other reply
+    /// answers 500.
+    pub fn push_embeddings(&self, replies: impl IntoIterator<Item = Reply>) {
+        lock(&self.shared.embedding_script).extend(replies);
+    }
+
+    /// The `/v1/embeddings` requests received so far.
+    pub fn embedding_requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.embedding_requests).clone()
+    }
+}
+
+/// The vector the server computes for `text`: each lower-cased alphanumeric word adds 1 to
+/// the dimension its FNV-1a hash picks, so texts sharing words point in similar directions
+/// (a text without words gets a 1 in dimension 0). Not normalised.
+pub fn hashed_embedding(text: &str, dimensions: usize) -> Vec<f32> {
+    let dimensions = dimensions.max(1);
+    let mut vector = vec![0.0f32; dimensions];
+    let mut words = 0;
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let hash = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        vector[(hash % dimensions as u64) as usize] += 1.0;
+        words += 1;
+    }
+    if words == 0 {
+        vector[0] = 1.0;
+    }
+    vector
+}
+
+/// Answers `/v1/embeddings`: a pushed reply if any, else [`hashed_embedding`] of each input
+/// (`dimensions` from the request, default 64, at most 4,096).
+async fn embeddings(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> HttpResponse {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    lock(&shared.embedding_requests).push(RecordedRequest {
+        headers: headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect(),
+        body: body.clone(),
+    });
+    let next = lock(&shared.embedding_script).pop_front();
+    match next {
+        Some(Reply::Status {
+            status,
+            retry_after,
+            message,
+        }) => return error_response(status, &message, retry_after),
+        Some(Reply::Raw {
+            status,
+            content_type,
+            body,
+        }) => {
+            let mut response = HttpResponse::builder()
+                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+            if let Some(content_type) = content_type {
+                response = response.header("content-type", content_type);
+            }
+            return response
+                .body(Body::from(body))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        }
+        Some(Reply::NoAnswer) => return std::future::pending().await,
+        Some(other) => {
+            return error_response(500, &format!("not an embeddings reply: {other:?}"), None);
+        }
+        None => {}
+    }
+    let inputs: Vec<&str> = match &body["input"] {
+        Value::String(text) => vec![text.as_str()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => return error_response(400, "input must be a string or an array of strings", None),
+    };
+    let dimensions = body["dimensions"]
+        .as_u64()
+        .map_or(64, |d| d.clamp(1, 4096) as usize);
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            json!({"object": "embedding", "index": index,
+                   "embedding": hashed_embedding(text, dimensions)})
+        })
+        .collect();
+    axum::Json(json!({
+        "object": "list", "data": data, "model": body["model"].as_str().unwrap_or("scripted"),
+        "usage": {"prompt_tokens": inputs.len(), "total_tokens": inputs.len()},
+    }))
+    .into_response()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
