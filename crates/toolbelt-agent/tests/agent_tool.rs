@@ -593,3 +593,77 @@ impl BeforeModel for StoredResults {
         Ok(None)
     }
 }
+
+#[tokio::test]
+async fn the_child_is_a_child_invocation_with_a_copy_of_the_state_and_a_declared_input() {
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "math", r#"{"a":2,"b":3}"#),
+        Reply::text("5."),
+    ])
+    .await
+    .unwrap();
+    let child = ScriptedServer::start([Reply::text("2 + 3 = 5")])
+        .await
+        .unwrap();
+    let math = agent("math", &child, false).build().unwrap();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"]
+    });
+    let tool = AgentTool::new(Arc::new(math))
+        .unwrap()
+        .input_schema(schema.clone())
+        .unwrap();
+    let seen: Arc<Mutex<Vec<(String, String, Option<String>, serde_json::Value)>>> = Arc::default();
+    let (models, calls) = (seen.clone(), seen.clone());
+    let plugin = Plugin::new("ids").callbacks(
+        Callbacks::new()
+            .before_model(move |inv: &Invocation, _: &mut Request| {
+                models.lock().unwrap().push((
+                    inv.agent_name().to_string(),
+                    inv.id().to_string(),
+                    inv.parent_id().map(str::to_string),
+                    inv.runtime_state()["tenant"].clone(),
+                ));
+                Ok(None)
+            })
+            .before_tool(move |ctx: &ToolContext, call: &HookCall<'_>| {
+                let inv = Invocation::from_context(ctx).unwrap();
+                calls.lock().unwrap().push((
+                    format!("call {}", call.call_id),
+                    inv.id().to_string(),
+                    None,
+                    serde_json::Value::Null,
+                ));
+                BeforeAction::Continue
+            }),
+    );
+    let runner = coordinator(&outer, tool, false).with_plugin(plugin);
+    let options = RunOptions::new().state("tenant", serde_json::json!("acme"));
+    let events = run(&runner, "s", "2 plus 3?", options).await;
+    no_errors(&events);
+    let seen = seen.lock().unwrap().clone();
+    let [coord, call, math, again] = seen.as_slice() else {
+        panic!("{seen:?}");
+    };
+    assert_eq!(coord.0, "coordinator");
+    assert_eq!(call.0, "call c1", "a tool callback sees the call's id");
+    assert_eq!(call.1, coord.1, "made in the coordinator's invocation");
+    assert_eq!(math.0, "math");
+    assert_ne!(math.1, coord.1, "the child has an invocation of its own");
+    assert_eq!(
+        math.2.as_deref(),
+        Some(coord.1.as_str()),
+        "its parent is the caller"
+    );
+    assert_eq!(math.3, "acme", "with a copy of the runtime state");
+    assert_eq!(again.1, coord.1);
+    // The declared schema is offered, and the arguments are the child's request.
+    let offered = &outer.requests()[0].body["tools"][0]["function"]["parameters"];
+    assert_eq!(offered["properties"], schema["properties"]);
+    let asked: serde_json::Value =
+        serde_json::from_str(&user_texts(&child.requests()[0])[0]).unwrap();
+    assert_eq!(asked, serde_json::json!({"a": 2, "b": 3}));
+    assert_eq!(tool_messages(&outer.requests()[1])[0].1, "2 + 3 = 5");
+}

@@ -5,6 +5,7 @@
 
 mod agents_file;
 mod approval;
+pub(crate) mod extensions;
 mod render;
 
 use std::path::PathBuf;
@@ -104,6 +105,8 @@ pub struct AgentArgs {
     /// The most rounds of tool calls before the run stops with an error.
     #[arg(long, value_name = "N", default_value_t = toolbelt::agent::DEFAULT_MAX_TOOL_ITERATIONS)]
     pub max_iterations: usize,
+    #[command(flatten)]
+    pub extensions: extensions::ExtensionArgs,
     /// Replace the default system instruction.
     #[arg(long, value_name = "TEXT")]
     pub instruction: Option<String>,
@@ -385,6 +388,8 @@ pub struct AgentSession {
     pub toolbox: Toolbox,
     /// The runner over the agent and the session store.
     pub runner: Runner,
+    /// Skills and project rules, closed with the session.
+    extensions: toolbelt::agent::Extensions,
     /// The session to run in.
     pub session_id: String,
     /// `--tools` / `--exclude-tools`, applied to every run.
@@ -424,9 +429,27 @@ impl AgentSession {
                 return Err(err);
             }
         };
+        let runner = Runner::new(APP, agent).with_session_service(sessions);
+        // Skills and project rules reach every agent of the run (runner extensions).
+        let extensions = match args.extensions.start(&args.sources.dir).await {
+            Ok(extensions) => extensions,
+            Err(err) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+        };
+        let runner = match runner.with_extensions(&extensions) {
+            Ok(runner) => runner,
+            Err(err) => {
+                let _ = extensions.close().await;
+                toolbox.close().await;
+                return Err(CliError::failed(err.to_string()));
+            }
+        };
         Ok(Self {
             toolbox,
-            runner: Runner::new(APP, agent).with_session_service(sessions),
+            runner,
+            extensions,
             session_id: session_id(args),
             tool_filter: args.tool_filter(),
         })
@@ -451,6 +474,9 @@ impl AgentSession {
         if args.session.is_some() {
             let id = &self.session_id;
             eprintln!("session: {id} (resume with --session-id {id})");
+        }
+        if let Err(error) = self.extensions.close().await {
+            eprintln!("toolbelt: warning: {error}");
         }
         self.toolbox.close().await;
     }

@@ -11,6 +11,7 @@ mod mcp_login;
 mod output;
 mod run;
 mod serve;
+mod skills;
 mod tools;
 mod ui;
 
@@ -56,6 +57,9 @@ enum Command {
     Run(run::RunArgs),
     /// Talk to the agent, one line per message; destructive tools ask first unless --yes.
     Chat(chat::ChatArgs),
+    /// The skills an agent in --dir is offered: list them, or show one.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
     /// A local web page of the runs in a session file, live, with a chat box that starts
     /// runs (needs --session FILE; the model flags as for `run`).
     Ui(ui::UiArgs),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Chat(args) => chat::run(args).await,
+            Command::Skills(command) => skills::run(command).await,
             Command::Ui(args) => ui::run(args).await,
         }
     });
