@@ -274,8 +274,7 @@ impl Middleware for ResultCache {
         }
         self.lock().misses += 1;
         let output = next.run(ctx.clone(), req).await?;
-        if !output.is_error && tool.cache_fingerprint(&ctx, &args).await.as_ref() == Some(&before)
-        {
+        if !output.is_error && tool.cache_fingerprint(&ctx, &args).await.as_ref() == Some(&before) {
             self.put(key, &output);
         }
         Ok(mark(output, "miss"))
@@ -366,10 +365,10 @@ fn output_size(output: &ToolOutput) -> usize {
 
 /// `output` with its cache status in its metadata.
 fn mark(mut output: ToolOutput, status: &str) -> ToolOutput {
-    output
-        .meta
-        .get_or_insert_with(Default::default)
-        .insert(CACHE_META_KEY.to_string(), Value::String(status.to_string()));
+    output.meta.get_or_insert_with(Default::default).insert(
+        CACHE_META_KEY.to_string(),
+        Value::String(status.to_string()),
+    );
     output
 }
 

@@ -99,15 +99,27 @@ async fn a_repeated_call_is_a_hit_whatever_the_key_order() {
     let cache = ResultCache::new();
     let executor = executor(&cache, std::slice::from_ref(&probe));
 
-    let first = call(&executor, "lookup", r#"{"text":"a","pad":1}"#).await.unwrap();
+    let first = call(&executor, "lookup", r#"{"text":"a","pad":1}"#)
+        .await
+        .unwrap();
     assert_eq!(status(&first), Some("miss"));
-    let second = call(&executor, "lookup", r#"{"pad":1, "text":"a"}"#).await.unwrap();
+    let second = call(&executor, "lookup", r#"{"pad":1, "text":"a"}"#)
+        .await
+        .unwrap();
     assert_eq!(status(&second), Some("hit"));
-    assert_eq!(second.llm_text(), "a #1", "the stored result, not a new call");
+    assert_eq!(
+        second.llm_text(),
+        "a #1",
+        "the stored result, not a new call"
+    );
     assert_eq!(probe.calls(), 1);
 
     let other = call(&executor, "lookup", r#"{"text":"b"}"#).await.unwrap();
-    assert_eq!(status(&other), Some("miss"), "other arguments are another key");
+    assert_eq!(
+        status(&other),
+        Some("miss"),
+        "other arguments are another key"
+    );
     let stats = cache.stats();
     assert_eq!((stats.hits, stats.misses, stats.entries), (1, 2, 2));
 }
@@ -126,7 +138,11 @@ async fn a_changed_fingerprint_is_a_miss() {
 
     probe.set_fingerprint(None);
     let uncacheable = call(&executor, "lookup", r#"{"text":"a"}"#).await.unwrap();
-    assert_eq!(status(&uncacheable), None, "no fingerprint: the cache stays out");
+    assert_eq!(
+        status(&uncacheable),
+        None,
+        "no fingerprint: the cache stays out"
+    );
     assert_eq!(probe.calls(), 3);
 }
 
@@ -165,7 +181,9 @@ async fn errors_and_error_results_are_never_cached() {
     let executor = executor(&cache, std::slice::from_ref(&probe));
 
     for _ in 0..2 {
-        let err = call(&executor, "lookup", r#"{"fail":true}"#).await.unwrap_err();
+        let err = call(&executor, "lookup", r#"{"fail":true}"#)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("it broke"), "{err}");
         let soft = call(&executor, "lookup", r#"{"soft":true}"#).await.unwrap();
         assert!(soft.is_error);
@@ -222,16 +240,29 @@ async fn the_byte_bound_evicts_and_refuses_what_cannot_fit() {
         call(&executor, "lookup", &args).await.unwrap();
     }
     let stats = cache.stats();
-    assert_eq!(stats.entries, 2, "two 1000-byte results fit in 2500 bytes, three do not");
+    assert_eq!(
+        stats.entries, 2,
+        "two 1000-byte results fit in 2500 bytes, three do not"
+    );
     assert!(stats.bytes <= 2_500, "{stats:?}");
-    let a = call(&executor, "lookup", r#"{"text":"a","pad":1000}"#).await.unwrap();
+    let a = call(&executor, "lookup", r#"{"text":"a","pad":1000}"#)
+        .await
+        .unwrap();
     assert_eq!(status(&a), Some("miss"), "the oldest went");
 
-    let huge = call(&executor, "lookup", r#"{"text":"h","pad":5000}"#).await.unwrap();
+    let huge = call(&executor, "lookup", r#"{"text":"h","pad":5000}"#)
+        .await
+        .unwrap();
     assert_eq!(status(&huge), Some("miss"));
     assert!(cache.stats().bytes <= 2_500);
-    let huge = call(&executor, "lookup", r#"{"text":"h","pad":5000}"#).await.unwrap();
-    assert_eq!(status(&huge), Some("miss"), "larger than the bound: never stored");
+    let huge = call(&executor, "lookup", r#"{"text":"h","pad":5000}"#)
+        .await
+        .unwrap();
+    assert_eq!(
+        status(&huge),
+        Some("miss"),
+        "larger than the bound: never stored"
+    );
 }
 
 #[tokio::test]
