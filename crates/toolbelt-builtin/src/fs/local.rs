@@ -223,6 +223,14 @@ impl FileOps for LocalFileOps {
         .await
     }
 
+    async fn fingerprint(&self, path: &Path) -> Option<String> {
+        let path = path.to_path_buf();
+        self.blocking(move |c| Ok(super::fingerprint::local_fingerprint(c, &path)))
+            .await
+            .ok()
+            .flatten()
+    }
+
     async fn walk(&self, root: &Path, options: WalkOptions) -> Result<Vec<PathBuf>, FsError> {
         let root = root.to_path_buf();
         self.blocking(move |c| {

@@ -13,6 +13,7 @@ use crate::confine::PathError;
 
 pub mod diff;
 pub mod edit;
+pub mod fingerprint;
 pub mod local;
 pub mod notebook;
 pub mod read;
@@ -35,9 +36,9 @@ pub fn reading_tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
 /// The file tools that change files: Write, Edit, NotebookEdit (left out in read-only mode).
 pub fn writing_tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
     Ok(vec![
-        write::write_tool(env)?,
-        edit::edit_tool(env)?,
-        notebook::notebook_edit_tool(env)?,
+        fingerprint::NotesWrites::wrap(write::write_tool(env)?),
+        fingerprint::NotesWrites::wrap(edit::edit_tool(env)?),
+        fingerprint::NotesWrites::wrap(notebook::notebook_edit_tool(env)?),
     ])
 }
 
@@ -189,6 +190,16 @@ pub trait FileOps: Send + Sync + fmt::Debug {
     /// skipping the others, VCS folders and, unless asked, ignored paths), as absolute paths
     /// in path order.
     async fn walk(&self, root: &Path, options: WalkOptions) -> Result<Vec<PathBuf>, FsError>;
+
+    /// A result-cache fingerprint of what `path` names now: a value that changes whenever
+    /// its content (a file) or its entries (a directory) may have, or `None` when that
+    /// cannot be told cheaply. `None`, the default, keeps Read, Grep and Glob results on this
+    /// backend out of any result cache. [`LocalFileOps`] names the device, inode, size and
+    /// times, and hashes files changed within the last two seconds ([`fingerprint`]).
+    async fn fingerprint(&self, path: &Path) -> Option<String> {
+        let _ = path;
+        None
+    }
 }
 
 /// A shared, type-erased file backend.

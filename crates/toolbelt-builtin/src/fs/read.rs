@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolbelt_core::{ContentBlock, DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
+use super::fingerprint::Fingerprinted;
 use super::text::{self, decode};
 use crate::BuiltinEnv;
 
@@ -40,6 +41,7 @@ pub struct ReadArgs {
 
 /// The Read tool over `env`'s file backend.
 pub fn read_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
+    let scope = env.clone();
     let env = env.clone();
     let tool = FunctionTool::returning_output(
         "Read",
@@ -55,7 +57,27 @@ pub fn read_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             .closed_world()
             .concurrency_safe(true)
     });
-    Ok(std::sync::Arc::new(tool))
+    Ok(Fingerprinted::wrap(
+        std::sync::Arc::new(tool),
+        move |args| {
+            let env = scope.clone();
+            async move { fingerprint(&env, &args).await }
+        },
+    ))
+}
+
+/// Read's result-cache fingerprint: the file's ([`FileOps::fingerprint`]), the base
+/// directory, the size limit and the read session (a hit skips recording the read, so a hit
+/// may only come from this session's own earlier Read); see [`super::fingerprint`].
+async fn fingerprint(env: &BuiltinEnv, args: &serde_json::Value) -> Option<String> {
+    let path = env.files.resolve(args.get("file_path")?.as_str()?).ok()?;
+    let file = env.files.fingerprint(&path).await?;
+    Some(format!(
+        "base={} max={} {} {file}",
+        env.base_dir.display(),
+        env.max_file_size,
+        env.read_state.cache_scope()
+    ))
 }
 
 /// Runs Read; failures are result-level errors the model can act on.
@@ -168,7 +190,7 @@ fn push_cut(out: &mut String, line: &str) {
 
 /// The image MIME type, from the file's magic bytes (not its name, so a text file named
 /// `.png` is still read as text), for the formats a model can look at.
-fn image_mime(bytes: &[u8]) -> Option<&'static str> {
+pub(crate) fn image_mime(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("image/png")
     } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {

@@ -82,9 +82,21 @@ pub enum StaleRead {
 ///
 /// One `ReadState` belongs to one [`crate::BuiltinToolSet`]: the rule is per tool set
 /// instance. It can be saved to and loaded from JSON to carry a session across processes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReadState {
     files: Mutex<HashMap<PathBuf, Snapshot>>,
+    /// Names this session in result-cache fingerprints, so a cached Read is never served to
+    /// another session (whose state the Read would not have recorded).
+    id: u64,
+    /// Counts [`ReadState::forget`] calls: a Read served from a cache after a forget would
+    /// not record the file again, so the forget must change Read's fingerprint.
+    forgets: std::sync::atomic::AtomicU64,
+}
+
+impl Default for ReadState {
+    fn default() -> Self {
+        Self::with_files(HashMap::new())
+    }
 }
 
 impl ReadState {
@@ -102,6 +114,24 @@ impl ReadState {
     /// Forgets `path` (for example after a partial read replaced nothing).
     pub fn forget(&self, path: &Path) {
         self.lock().remove(path);
+        self.forgets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn with_files(files: HashMap<PathBuf, Snapshot>) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            files: Mutex::new(files),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            forgets: Default::default(),
+        }
+    }
+
+    /// This session's part of a result-cache fingerprint: its identity and how often it
+    /// forgot a file.
+    pub(crate) fn cache_scope(&self) -> String {
+        let forgets = self.forgets.load(std::sync::atomic::Ordering::SeqCst);
+        format!("session={}.{forgets}", self.id)
     }
 
     /// Whether `path` has a recorded full read.
@@ -162,9 +192,7 @@ impl ReadState {
             .into_iter()
             .filter_map(|(path, entry)| Some((path, serde_json::from_value(entry).ok()?)))
             .collect();
-        Ok(Self {
-            files: Mutex::new(files),
-        })
+        Ok(Self::with_files(files))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Snapshot>> {

@@ -534,6 +534,10 @@ fn find_program(names: &[&str], expect: &str) -> Option<PathBuf> {
 
 #[async_trait]
 impl SearchBackend for ExternalSearch {
+    fn searches_local_files(&self) -> bool {
+        true
+    }
+
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
         let this = self.clone();
         let guard = ChildGuard::default();

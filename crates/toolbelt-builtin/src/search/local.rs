@@ -103,6 +103,10 @@ impl LocalSearch {
 
 #[async_trait]
 impl SearchBackend for LocalSearch {
+    fn searches_local_files(&self) -> bool {
+        true
+    }
+
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
         let this = self.clone();
         super::run_blocking(move || this.grep_blocking(&query)).await

@@ -32,7 +32,41 @@ use crate::BuiltinEnv;
 
 /// The search tools: Glob and Grep.
 pub fn tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
-    Ok(vec![glob::glob_tool(env)?, grep::grep_tool(env)?])
+    Ok(vec![
+        fingerprinted(env, glob::glob_tool(env)?),
+        fingerprinted(env, grep::grep_tool(env)?),
+    ])
+}
+
+/// `tool` (Glob or Grep) with its result-cache fingerprint: the base directory, the session,
+/// the count of writes made through the tools and the searched path's own fingerprint (see
+/// [`crate::fs::fingerprint`] for what this does not see).
+fn fingerprinted(env: &BuiltinEnv, tool: DynTool) -> DynTool {
+    let env = env.clone();
+    let name = tool.name().to_string();
+    crate::fs::fingerprint::Fingerprinted::wrap(tool, move |args| {
+        let env = env.clone();
+        let name = name.clone();
+        async move {
+            if !env.search.searches_local_files() {
+                return None;
+            }
+            let writes = crate::fs::fingerprint::write_generation();
+            let path = match args.get("path") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(path) => Some(path.as_str()?),
+            };
+            let root = glob::resolve_dir(&env, path).ok()?;
+            let root_print = env.files.fingerprint(&root).await?;
+            Some(format!(
+                "{name} base={} {} writes={writes} ignored={} limit={} root={root_print}",
+                env.base_dir.display(),
+                env.read_state.cache_scope(),
+                env.glob_include_ignored,
+                env.glob_limit,
+            ))
+        }
+    })
 }
 
 /// What Grep prints.
@@ -220,6 +254,13 @@ pub trait SearchBackend: Send + Sync + fmt::Debug {
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError>;
     /// Finds files by name.
     async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError>;
+
+    /// Whether this backend searches the local directory the file tools' local backend
+    /// sees, so that Grep and Glob results may be cached under the fingerprints described
+    /// in the Read tool's docs. `false` (the default) keeps its results out of any cache.
+    fn searches_local_files(&self) -> bool {
+        false
+    }
 }
 
 /// A shared, type-erased search backend.
