@@ -14,6 +14,7 @@
 //! | `Bash` | runs a command with a timeout, killing every process it started ([`shell`]; in read-only mode only inside the read-only sandbox) |
 //! | `TaskOutput` | reads new output and the status of a background `Bash` task (offered with `Bash`) |
 //! | `TaskStop` | kills every process of a background task (offered with `Bash`) |
+//! | `execute_code` | runs a Python, JavaScript or bash program as `Bash` runs a command, returning files it wrote ([`code`]; offered with `Bash`, not in read-only mode) |
 //! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
 //! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |
 //! | `duckduckgo_search` | DuckDuckGo's instant answer plus up to 5 results |
@@ -62,6 +63,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod code;
 pub mod confine;
 pub mod fs;
 pub mod search;

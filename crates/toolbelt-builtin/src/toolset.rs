@@ -203,7 +203,7 @@ pub struct BuiltinEnv {
 /// The built-in tools as a tool set, confined to a base directory.
 ///
 /// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit,
-/// then Bash, TaskOutput, TaskStop, then (with the `web` feature, unless
+/// then Bash, TaskOutput, TaskStop, (unless read-only) execute_code, then (with the `web` feature, unless
 /// [`WebOptions::disabled`](crate::web::WebOptions::disabled)) WebFetch, WebSearch,
 /// duckduckgo_search. In read-only mode the shell tools run in the read-only sandbox
 /// ([`SandboxMode::ReadOnly`]: no writes but to a private temp dir, no network), and are left
@@ -219,6 +219,8 @@ pub struct BuiltinToolSet {
     tools: Vec<DynTool>,
     shell: crate::shell::ShellTools,
     shell_sandbox: Option<SandboxMode>,
+    /// execute_code's persistent Python session, killed on close.
+    python: Option<Arc<crate::code::PythonSession>>,
 }
 
 impl std::fmt::Debug for BuiltinToolSet {
@@ -270,7 +272,14 @@ impl BuiltinToolSet {
         }
         let shell = crate::shell::ShellTools::new(shell_config)?;
         if shell_sandbox.is_some() {
-            tools.extend(shell.tools());
+            // A command can write any file: every call invalidates cached searches.
+            tools.extend(shell.tools().into_iter().map(counted_as_writer));
+        }
+        let mut python = None;
+        if shell_sandbox.is_some() && !options.read_only {
+            let (tool, session) = crate::code::execute_code_tool(&shell)?;
+            tools.push(counted_as_writer(tool));
+            python = Some(session);
         }
         #[cfg(feature = "web")]
         tools.extend(crate::web::tools(&options.web)?);
@@ -280,6 +289,7 @@ impl BuiltinToolSet {
             tools,
             shell,
             shell_sandbox,
+            python,
         })
     }
 
@@ -330,6 +340,16 @@ fn shell_sandbox(options: &BuiltinOptions) -> Result<Option<SandboxMode>, ToolEr
     })
 }
 
+/// `tool` counted as a writer for cached searches ([`crate::fs::fingerprint`]) unless it is
+/// declared read-only.
+fn counted_as_writer(tool: DynTool) -> DynTool {
+    if tool.declaration().meta.is_read_only() {
+        tool
+    } else {
+        crate::fs::fingerprint::NotesWrites::wrap(tool)
+    }
+}
+
 /// Collects every area's tools in the documented order. An area adds its tools here.
 fn assemble(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
     let mut tools = Vec::new();
@@ -351,8 +371,12 @@ impl ToolSet for BuiltinToolSet {
         Ok(self.tools.clone())
     }
 
-    /// Kills every background task the shell tools started.
+    /// Kills every background task the shell tools started and execute_code's Python
+    /// session.
     async fn close(&self) -> Result<(), ToolError> {
+        if let Some(python) = &self.python {
+            python.close().await;
+        }
         self.shell.close().await;
         Ok(())
     }

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use toolbelt_core::{DynTool, EnvPolicy, ToolContext, ToolError, ToolSet};
+use toolbelt_core::{DynTool, EnvPolicy, ToolContext, ToolError, ToolOutput, ToolSet};
 
 pub use output::{CappedOutput, RenderedOutput};
 pub use policy::{CommandPattern, CommandPolicy, PolicyViolation};
@@ -259,7 +259,68 @@ impl ShellState {
         }
     }
 
-    fn check_policy(&self, command: &str) -> Result<(), ToolError> {
+    /// Runs `command` in the foreground as Bash does (same backend, sandbox, containment,
+    /// output cap and kill sequence); `timeout_ms` as Bash's `timeout` argument. For the
+    /// code execution tool.
+    pub(crate) async fn run_command(
+        &self,
+        ctx: &ToolContext,
+        command: &str,
+        timeout_ms: Option<i64>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.check_policy(command)?;
+        if self.tasks.is_closed() {
+            return Err(ToolError::failed("the shell tool set is closed"));
+        }
+        let timeout = tools::millis_arg(
+            timeout_ms,
+            self.config.default_timeout,
+            self.config.max_timeout,
+        );
+        tools::run_foreground(self, ctx, command, timeout).await
+    }
+
+    /// Starts `command` as Bash starts a command (same backend, sandbox, containment and
+    /// environment), after the policy check, for a long-lived process the caller drives.
+    pub(crate) async fn spawn_command(
+        &self,
+        command: &str,
+    ) -> Result<Box<dyn RunningProcess>, ToolError> {
+        self.check_policy(command)?;
+        if self.tasks.is_closed() {
+            return Err(ToolError::failed("the shell tool set is closed"));
+        }
+        self.backend
+            .spawn(self.request(command))
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))
+    }
+
+    /// How long a process gets to end after `SIGTERM`.
+    pub(crate) fn kill_grace(&self) -> Duration {
+        self.config.kill_grace
+    }
+
+    /// The timeout of a call that asked for `timeout_ms`, as Bash's.
+    pub(crate) fn timeout_for(&self, timeout_ms: Option<i64>) -> Duration {
+        tools::millis_arg(
+            timeout_ms,
+            self.config.default_timeout,
+            self.config.max_timeout,
+        )
+    }
+
+    /// The cap on the characters of output a call returns.
+    pub(crate) fn max_output_chars(&self) -> usize {
+        self.config.max_output_chars
+    }
+
+    /// The private temp dir, writable in every sandbox mode.
+    pub(crate) fn private_temp_dir(&self) -> &Path {
+        &self.temp_dir
+    }
+
+    pub(crate) fn check_policy(&self, command: &str) -> Result<(), ToolError> {
         match &self.config.policy {
             Some(policy) => policy
                 .check(command)
@@ -349,6 +410,11 @@ impl ShellTools {
         });
         let tools = tools::build(&state)?;
         Ok(Self { state, tools })
+    }
+
+    /// The state the tools share (for the code execution tool, which runs as Bash does).
+    pub(crate) fn state(&self) -> &Arc<ShellState> {
+        &self.state
     }
 
     /// `Bash`, `TaskOutput` and `TaskStop`.

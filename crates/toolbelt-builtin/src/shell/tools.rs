@@ -140,7 +140,7 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
 }
 
 /// A millisecond argument: zero, negative or absent means `default`; above `max` means `max`.
-fn millis_arg(value: Option<i64>, default: Duration, max: Duration) -> Duration {
+pub(super) fn millis_arg(value: Option<i64>, default: Duration, max: Duration) -> Duration {
     match value {
         Some(ms) if ms > 0 => Duration::from_millis(ms.unsigned_abs()).min(max),
         _ => default.min(max),
@@ -224,7 +224,7 @@ async fn drain(stream: &mut Option<OutputStream>, output: &mut CappedOutput) {
     .await;
 }
 
-async fn run_foreground(
+pub(super) async fn run_foreground(
     state: &ShellState,
     ctx: &ToolContext,
     command: &str,
