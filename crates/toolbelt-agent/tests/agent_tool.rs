@@ -594,6 +594,9 @@ impl BeforeModel for StoredResults {
     }
 }
 
+/// What a callback saw: agent (or call), invocation id, parent id, the `tenant` state.
+type Seen = (String, String, Option<String>, serde_json::Value);
+
 #[tokio::test]
 async fn the_child_is_a_child_invocation_with_a_copy_of_the_state_and_a_declared_input() {
     let outer = ScriptedServer::start([
@@ -615,7 +618,7 @@ async fn the_child_is_a_child_invocation_with_a_copy_of_the_state_and_a_declared
         .unwrap()
         .input_schema(schema.clone())
         .unwrap();
-    let seen: Arc<Mutex<Vec<(String, String, Option<String>, serde_json::Value)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let (models, calls) = (seen.clone(), seen.clone());
     let plugin = Plugin::new("ids").callbacks(
         Callbacks::new()
