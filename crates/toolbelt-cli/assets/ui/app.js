@@ -14,6 +14,8 @@ const state = {
   selected: null,
   /** Sessions with a run started from this page still going. */
   running: new Set(),
+  /** Sessions whose run ended before the answer to its start arrived (a fast run). */
+  endedEarly: new Set(),
   /** serve mode: call number → {call, result, live} */
   calls: new Map(),
 };
@@ -218,7 +220,7 @@ function onItem(item) {
       break;
     }
     case 'run_ended':
-      state.running.delete(item.session_id);
+      if (!state.running.delete(item.session_id)) state.endedEarly.add(item.session_id);
       break;
     case 'call_start':
       state.calls.set(item.id, { call: { name: item.name, call_id: item.call_id, arguments: item.arguments }, result: null });
@@ -271,7 +273,8 @@ async function send(event) {
       body: JSON.stringify({ message: text, session_id: sessionId }),
     });
     $('message').value = '';
-    state.running.add(body.session_id);
+    // One run per session at a time (the server refuses a second), so an early end is this run's.
+    if (!state.endedEarly.delete(body.session_id)) state.running.add(body.session_id);
     const started = session(c.app, c.user_id, body.session_id);
     started.loaded = true;
     state.selected = started.key;

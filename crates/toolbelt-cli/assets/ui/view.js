@@ -11,7 +11,7 @@ export function el(tag, attrs = {}, ...children) {
     else if (name === 'data') Object.assign(node.dataset, value);
     else node.setAttribute(name, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : String(child));
   }
@@ -86,7 +86,7 @@ function diff(text) {
     else if (line.startsWith('@@')) cls = 'hunk';
     else if (line.startsWith('+')) cls = 'add';
     else if (line.startsWith('-')) cls = 'del';
-    node.append(el('span', { class: `line ${cls}` }, line), '\n');
+    node.append(el('span', { class: `line ${cls}` }, line || ' '));
   }
   return node;
 }

@@ -66,9 +66,14 @@ try {
   check(JSON.stringify(kinds) === JSON.stringify(expected), `cards in the wrong order: ${JSON.stringify(kinds)}`);
   check((await page.locator('.session').count()) === 1, 'the new session is not listed');
 
-  // Model cards: tokens are not reported by the scripted server, latency and size are.
-  const modelHead = await page.locator('.card.model .card-head').first().textContent();
-  check(/\bms\b|\bs\b/.test(modelHead) && modelHead.includes('sent'), `the model card lacks latency or size: ${modelHead}`);
+  // Model cards carry latency, tokens (the scripted server reports usage) and request size.
+  const firstModel = page.locator('.card.model').first();
+  const latency = await firstModel.locator('.latency').textContent();
+  const tokens = await firstModel.locator('.tokens').textContent();
+  const modelHead = await firstModel.locator('.card-head').textContent();
+  check(/^\d+(\.\d+)? m?s$/.test(latency), `the model card's latency: ${latency}`);
+  check(/^\d+ in \/ \d+ out tokens$/.test(tokens), `the model card's tokens: ${tokens}`);
+  check(modelHead.includes('sent'), `the model card lacks the request size: ${modelHead}`);
 
   // The Edit's diff, rendered as one.
   const edit = page.locator('.card.tool[data-tool="Edit"]');
@@ -91,7 +96,8 @@ try {
 
   // Markup from a tool result and from the model stays text.
   const payloadCard = page.locator('.card.tool[data-tool="Read"]').nth(3);
-  const payloadText = await payloadCard.locator('pre.result').textContent();
+  // Read shows users a summary; the text itself is under "sent to the model".
+  const payloadText = (await payloadCard.locator('pre.result').allTextContents()).join('\n');
   check(payloadText.includes('<script>window.__pwned = 1</script>'), `the payload is not shown as text: ${payloadText}`);
   const finalText = await page.locator('.card.model').last().textContent();
   check(finalText.includes('<script>window.__pwned = 3</script>'), `the model's markup is not shown as text: ${finalText}`);
@@ -105,7 +111,6 @@ try {
 
   if (process.env.SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-run.png'), fullPage: true });
-    await edit.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-edit-diff.png') });
   }
 
   // ---- a run started from the chat box, in a new session ----
