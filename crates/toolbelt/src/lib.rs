@@ -10,6 +10,8 @@
 //! | [`mcp`] | `toolbelt-mcp` | MCP tool sets, config files, the broker; serving over MCP with `mcp-server` |
 //! | [`model`] | `toolbelt-model` | the `Model` trait and the OpenAI-compatible client (feature `agent`) |
 //! | [`agent`] | `toolbelt-agent` | `LlmAgent`, `Runner`, sessions, events (feature `agent`; SQLite with `sqlite`) |
+//! | `search` | `toolbelt-search` | tool search: BM25, embeddings, hybrid (feature `search`; local model with `local-embedder`) |
+//! | `browser` | `toolbelt-browser` | browser tools on a real Chromium, behind WebFetch's network policy (feature `browser`) |
 //!
 //! Default features: `builtin`, `mcp`, `agent`. A program that only declares and runs its
 //! own tools can depend on `toolbelt-core` and `toolbelt-exec` alone.
@@ -58,6 +60,12 @@ pub use toolbelt_model as model;
 /// The agent loop: `LlmAgent`, `Runner`, sessions and events.
 #[cfg(feature = "agent")]
 pub use toolbelt_agent as agent;
+
+#[cfg(feature = "search")]
+pub use toolbelt_search as search;
+
+#[cfg(feature = "browser")]
+pub use toolbelt_browser as browser;
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../../../README.md")]
