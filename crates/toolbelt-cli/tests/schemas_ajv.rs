@@ -83,6 +83,8 @@ fn examples() -> Value {
         "NotebookEdit": {"notebook_path": "a.ipynb", "cell_id": "1", "cell_type": "markdown",
                          "edit_mode": "insert", "new_source": "# Title"},
         "Read": {"file_path": "notes.txt", "offset": 2, "limit": 10},
+        "execute_code": {"language": "python", "code": "print(1)", "timeout": 5000,
+                         "session": true, "restart": false},
         "TaskOutput": {"task_id": "task-1", "block": true, "timeout": 1000},
         "TaskStop": {"task_id": "task-1"},
         "WebFetch": {"url": "https://example.com/", "prompt": "What is this page about?"},
