@@ -7,6 +7,7 @@ mod agents_file;
 mod approval;
 pub(crate) mod extensions;
 mod render;
+pub(crate) mod tool_search;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,6 +115,8 @@ pub struct AgentArgs {
     /// instructions, models, tools, sub-agents and agent tools (see the README).
     #[arg(long, value_name = "FILE", conflicts_with = "instruction")]
     pub agents: Option<PathBuf>,
+    #[command(flatten)]
+    pub search: tool_search::ToolSearchArgs,
 }
 
 impl AgentArgs {
@@ -406,6 +409,8 @@ impl AgentSession {
     ) -> Result<Self, CliError> {
         // The agents file first: a mistake in it is reported before anything is opened.
         let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
+        args.search.check()?;
+        let search_model: DynModel = Arc::new(model.clone());
         let sessions = sessions_from(args)?;
         let toolbox = Toolbox::open(&args.sources, None)?;
         toolbox.announce_sandbox();
@@ -430,6 +435,7 @@ impl AgentSession {
             }
         };
         let runner = Runner::new(APP, agent).with_session_service(sessions);
+        let runner = args.search.apply(runner, search_model, &toolbox).await;
         // Skills and project rules reach every agent of the run (runner extensions).
         let extensions = match args.extensions.start(&args.sources.dir).await {
             Ok(extensions) => extensions,

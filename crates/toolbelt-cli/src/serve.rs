@@ -118,6 +118,11 @@ pub struct ServeArgs {
     /// loopback; another address needs the token).
     #[arg(long, value_name = "ADDR")]
     ui: Option<String>,
+    /// Offer each client a `tool_search` tool instead of the aggregated servers' tools (the
+    /// built-in tools are listed as usual); the tools a client's search finds join that
+    /// client's tool list, with `notifications/tools/list_changed`.
+    #[arg(long)]
+    defer_tools: bool,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -201,6 +206,10 @@ pub async fn run(args: ServeArgs) -> Outcome {
         .with_upstreams(upstreams.clone());
     if let Some(filter) = tool_filter(&args.tools, &args.exclude_tools) {
         server = server.with_filter(filter);
+    }
+    if args.defer_tools {
+        use crate::agent_cli::tool_search::{not_builtin, ranker};
+        server = server.with_deferred_tools(not_builtin(&toolbox).await, ranker());
     }
 
     let signal_token = shutdown.clone();

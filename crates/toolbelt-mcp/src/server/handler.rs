@@ -22,9 +22,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
-use toolbelt_exec::{Executor, ToolCall};
+use toolbelt_exec::{Executor, ToolCall, ToolSnapshot};
 
 use super::convert::{call_result, error_result, mcp_tool};
+use super::deferred::{self, Deferral, Loaded, ToolRanker};
 use super::relay::{Peers, Relay};
 use super::requests::CallingClient;
 use super::upstream::Upstreams;
@@ -47,6 +48,10 @@ pub struct ToolServer {
     peers: Peers,
     /// The aggregated servers' resources, prompts, completions and logging.
     relay: Option<Arc<Relay>>,
+    /// Deferred tools, offered through `tool_search` ([`ToolServer::with_deferred_tools`]).
+    deferral: Option<Deferral>,
+    /// The deferred tools this client session loaded (fresh per session: [`ToolServer::for_session`]).
+    loaded: Loaded,
 }
 
 impl std::fmt::Debug for ToolServer {
@@ -69,6 +74,29 @@ impl ToolServer {
             heartbeat: DEFAULT_HEARTBEAT,
             peers: Arc::default(),
             relay: None,
+            deferral: None,
+            loaded: Loaded::default(),
+        }
+    }
+
+    /// Lists the tools `deferred` allows only after a client found them: each client is
+    /// offered a `tool_search(query, limit?)` tool instead, ranked by `ranker`; the tools a
+    /// search finds join that client session's `tools/list`, and the session gets
+    /// `notifications/tools/list_changed`. A deferred tool stays callable by name.
+    pub fn with_deferred_tools(
+        mut self,
+        deferred: ToolFilter,
+        ranker: Arc<dyn ToolRanker>,
+    ) -> Self {
+        self.deferral = Some(Deferral::new(deferred, ranker));
+        self
+    }
+
+    /// A copy for one more client session: shares everything but the deferred tools loaded.
+    pub(crate) fn for_session(&self) -> Self {
+        Self {
+            loaded: Loaded::default(),
+            ..self.clone()
         }
     }
 
@@ -130,6 +158,11 @@ impl ToolServer {
 
     /// The visible tools' declarations, listing the registry's tool sets as a snapshot does.
     async fn visible_declarations(&self, ctx: &ToolContext) -> Vec<toolbelt_core::Declaration> {
+        self.visible_tools(ctx).await.declarations()
+    }
+
+    /// The visible tools, listing the registry's tool sets as a snapshot does.
+    async fn visible_tools(&self, ctx: &ToolContext) -> ToolSnapshot {
         let snapshot = self.executor.registry().snapshot(ctx).await;
         if !ctx.is_cancelled() {
             for (set, err) in snapshot.errors() {
@@ -137,9 +170,28 @@ impl ToolServer {
             }
         }
         match &self.filter {
-            Some(filter) => snapshot.filtered(ctx, filter).declarations(),
-            None => snapshot.declarations(),
+            Some(filter) => snapshot.filtered(ctx, filter),
+            None => snapshot,
         }
+    }
+
+    /// This session's `tool_search` call: loads the matches and, when any, tells the client
+    /// its tool list changed.
+    async fn run_tool_search(
+        &self,
+        deferral: &Deferral,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let ctx = request_context(context);
+        let visible = self.visible_tools(&ctx).await;
+        let (_, hidden) = deferred::split(deferral, &self.loaded, &ctx, &visible);
+        let (output, changed) =
+            deferred::search(deferral, &self.loaded, &hidden, request.arguments.as_ref()).await;
+        if changed && let Err(err) = context.peer.notify_tool_list_changed().await {
+            tracing::debug!("could not send tools/list_changed: {err}");
+        }
+        call_result(&output, false).into()
     }
 
     /// Watches the registry and sends `notifications/tools/list_changed` to every client when
@@ -215,6 +267,11 @@ impl ToolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, RpcError> {
+        if let Some(deferral) = &self.deferral
+            && request.name == deferred::TOOL_SEARCH
+        {
+            return Ok(self.run_tool_search(deferral, &request, &context).await);
+        }
         let call_id = request_id_text(&context);
         // The request's token is cancelled by rmcp when the client sends
         // `notifications/cancelled` for this request (or the session ends); the tool's context
@@ -476,12 +533,14 @@ impl ServerHandler for ToolServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, RpcError> {
         let ctx = ToolContext::new().with_cancellation(context.ct.child_token());
-        let tools = self
-            .visible_declarations(&ctx)
-            .await
-            .iter()
-            .map(mcp_tool)
-            .collect();
+        let declarations = match &self.deferral {
+            Some(deferral) => {
+                let visible = self.visible_tools(&ctx).await;
+                deferred::split(deferral, &self.loaded, &ctx, &visible).0
+            }
+            None => self.visible_declarations(&ctx).await,
+        };
+        let tools = declarations.iter().map(mcp_tool).collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 

@@ -126,7 +126,7 @@ impl HttpServer {
             options.max_sessions,
         ));
         let service =
-            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+            StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let admission = sessions.clone();
         let mut router = Router::new()
             .nest_service(MCP_PATH, service)

@@ -82,6 +82,7 @@
 //! ```
 
 mod convert;
+mod deferred;
 mod handler;
 mod http;
 mod line_filter;
@@ -93,6 +94,7 @@ mod stdio;
 mod upstream;
 
 pub use convert::{call_result, error_result, mcp_tool};
+pub use deferred::{TOOL_SEARCH, ToolRanker};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
 pub use http::{HttpServeOptions, HttpServer};
 pub use sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
