@@ -127,6 +127,15 @@ pub struct ToolSourceArgs {
     /// every server's tools join the built-in ones, prefixed `{server}_` when a name is taken.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
+    /// Add the browser tools (browser_navigate, browser_snapshot, browser_click, …): a
+    /// headless Chromium whose every request passes WebFetch's SSRF guard. Needs a toolbelt
+    /// built with the `browser` feature.
+    #[arg(long)]
+    pub browser: bool,
+    /// The Chromium for --browser (default: TOOLBELT_CHROMIUM, else chromium,
+    /// chromium-browser or google-chrome on PATH).
+    #[arg(long, value_name = "PATH", requires = "browser")]
+    pub chromium: Option<PathBuf>,
 }
 
 /// The tool sets a command opened, registered in one [`Registry`]. The command created the
@@ -214,11 +223,15 @@ impl Toolbox {
             .add_tool_set(builtin.clone(), ToolSetRefresh::Cached)
             .map_err(|e| CliError::usage(e.to_string()))?;
         let sets: Vec<Arc<dyn ToolSet>> = vec![builtin.clone()];
-        Ok(Self {
+        let mut toolbox = Self {
             registry,
             builtin,
             sets,
-        })
+        };
+        if let Some(browser) = crate::browser::browser_tool_set(args)? {
+            toolbox.add(browser, ToolSetRefresh::Cached.into())?;
+        }
+        Ok(toolbox)
     }
 
     /// Says on stderr which sandbox Bash runs in (for the commands that keep running: `serve`,

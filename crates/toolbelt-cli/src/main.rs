@@ -3,6 +3,7 @@
 //! sets from flags, exit codes, logging) is in [`common`].
 
 mod agent_cli;
+mod browser;
 mod chat;
 mod common;
 mod mcp;
