@@ -61,6 +61,9 @@ pub use toolbelt_model as model;
 #[cfg(feature = "agent")]
 pub use toolbelt_agent as agent;
 
+#[cfg(feature = "ext")]
+pub use toolbelt_ext as ext;
+
 #[cfg(feature = "search")]
 pub use toolbelt_search as search;
 
