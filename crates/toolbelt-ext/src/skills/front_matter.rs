@@ -9,7 +9,8 @@
 //! - `license`, `compatibility` (at most 500 characters), `metadata` (a map): optional,
 //!   kept as documentation;
 //! - `mcp`: Toolbelt's own, optional: `{server: {url | command, ...}}`, each entry as in an
-//!   `mcpServers` file.
+//!   `mcpServers` file, without `${VAR}` expansion; server names of lowercase letters,
+//!   digits, hyphens and underscores; a `command` only in a trusted skills folder.
 //!
 //! Any other key is a warning, not an error (agents add their own keys; a typo such as
 //! `descripton` still fails, because `description` is then missing).
