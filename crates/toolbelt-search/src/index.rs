@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use crate::SearchError;
 use crate::bm25::Bm25Index;
 use crate::doc::{Hit, ToolDoc};
+use crate::embed::EmbeddingIndex;
 use crate::fuse::{DEFAULT_RRF_K, reciprocal_rank_fusion};
 
 /// How a [`ToolIndex`] ranks tools.
@@ -87,17 +88,43 @@ const HYBRID_DEPTH: usize = 50;
 /// # Ok::<(), toolbelt_search::SearchError>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ToolIndex {
     bm25: Bm25Index,
     /// Content hash per indexed tool, to tell changed tools from unchanged ones.
     hashes: HashMap<String, String>,
+    embeddings: Option<EmbeddingIndex>,
+}
+
+impl std::fmt::Debug for ToolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolIndex")
+            .field("tools", &self.hashes.len())
+            .field(
+                "embedder",
+                &self.embeddings.as_ref().map(EmbeddingIndex::model_id),
+            )
+            .finish()
+    }
 }
 
 impl ToolIndex {
     /// An empty index ranking by BM25 only.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Adds embeddings, enabling [`Method::Embed`] and [`Method::Hybrid`]. Every
+    /// [`sync`](Self::sync) hands the whole tool list to them (they reuse what they hold), so
+    /// tools synced before this call are embedded at the next sync.
+    pub fn with_embeddings(mut self, embeddings: EmbeddingIndex) -> Self {
+        self.embeddings = Some(embeddings);
+        self
+    }
+
+    /// Whether embeddings are configured.
+    pub fn has_embeddings(&self) -> bool {
+        self.embeddings.is_some()
     }
 
     /// How many tools are indexed.
@@ -112,7 +139,10 @@ impl ToolIndex {
 
     /// Incremental: adds new docs, re-indexes docs whose content_hash changed, removes missing ones.
     ///
-    /// Two docs with the same name are an error, and nothing is changed.
+    /// Two docs with the same name are an error, and nothing is changed. With embeddings,
+    /// they are synced first (unchanged tools reuse cached vectors: `embedded`/`reused` say
+    /// how many of each); if embedding fails, the error is returned and BM25 is unchanged
+    /// too, so both rankings always cover the same tools.
     pub async fn sync(&mut self, docs: &[ToolDoc]) -> Result<SyncStats, SearchError> {
         let mut names = HashSet::with_capacity(docs.len());
         for (i, doc) in docs.iter().enumerate() {
@@ -124,6 +154,11 @@ impl ToolIndex {
             }
         }
         let mut stats = SyncStats::default();
+        if let Some(embeddings) = &mut self.embeddings {
+            let embedded = embeddings.sync(docs).await?;
+            stats.embedded = embedded.embedded;
+            stats.reused = embedded.reused;
+        }
         let gone: Vec<String> = self
             .hashes
             .keys()
@@ -159,12 +194,21 @@ impl ToolIndex {
     ) -> Result<Vec<Hit>, SearchError> {
         match method {
             Method::Bm25 => Ok(self.bm25.search(query, k)),
-            Method::Embed => Err(no_embedder()),
+            Method::Embed => self.embeddings()?.search(query, k).await,
             Method::Hybrid => {
-                let _ = (HYBRID_DEPTH, DEFAULT_RRF_K, reciprocal_rank_fusion);
-                Err(no_embedder())
+                let embeddings = self.embeddings()?;
+                let depth = k.max(HYBRID_DEPTH);
+                let lexical = self.bm25.search(query, depth);
+                let semantic = embeddings.search(query, depth).await?;
+                let mut fused = reciprocal_rank_fusion(&[lexical, semantic], DEFAULT_RRF_K);
+                fused.truncate(k);
+                Ok(fused)
             }
         }
+    }
+
+    fn embeddings(&self) -> Result<&EmbeddingIndex, SearchError> {
+        self.embeddings.as_ref().ok_or_else(no_embedder)
     }
 }
 
