@@ -14,6 +14,7 @@ mod run;
 mod serve;
 mod skills;
 mod tools;
+mod tools_search;
 mod ui;
 
 use std::process::ExitCode;

@@ -35,6 +35,8 @@ pub enum ToolsCommand {
     /// Exit code 0 on success, 1 when the tool reports a failure, 2 for an unknown tool or
     /// invalid arguments.
     Call(CallArgs),
+    /// Rank the tools (or a --catalog file's) against a query: BM25, embeddings or hybrid.
+    Search(crate::tools_search::SearchArgs),
 }
 
 /// Flags of `toolbelt tools list`.
@@ -84,6 +86,7 @@ pub async fn run(command: ToolsCommand) -> Outcome {
     match command {
         ToolsCommand::List(args) => list(args).await,
         ToolsCommand::Call(args) => call(args).await,
+        ToolsCommand::Search(args) => crate::tools_search::run(args).await,
     }
 }
 

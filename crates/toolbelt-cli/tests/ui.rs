@@ -4,6 +4,9 @@
 //! a Read image render, a failing tool shows its error, markup in a result stays text, a run
 //! started from the chat box completes, and the page logs no errors.
 //!
+//! A stored run whose agent handed over to a sub-agent shows one run with the sub-agent's
+//! invocation nested under its parent's.
+//!
 //! With `TOOLBELT_UI_SCREENSHOTS=1` the script saves screenshots of the main views to
 //! `docs/ui-*.png` (the README's "Web UI" section shows them).
 
@@ -30,37 +33,14 @@ fn require(path: &Path, what: &str) -> PathBuf {
     path.to_path_buf()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_live_run_and_a_chat_run_render_in_chromium() {
+/// The browser script, started against `ui` in `scenario`; `on_ready` runs when it prints
+/// READY (the page is open and following). Panics with what it said unless it prints PASS.
+async fn browse(ui: &Ui, scenario: &str, on_ready: impl AsyncFnOnce()) {
     let chromium = require(Path::new("/usr/bin/chromium"), "Chromium (apt: chromium)");
     let playwright = require(
         &workspace().join("tests/peers/node_modules/playwright-core/index.mjs"),
         "the npm peer playwright-core",
     );
-    let dir = project();
-    let file = session_file(&dir);
-    let d = dir.path();
-    let read = |name: &str| format!(r#"{{"file_path":"{}"}}"#, path_arg(d, name));
-    let edit = format!(
-        r#"{{"file_path":"{}","old_string":"alpha","new_string":"gamma"}}"#,
-        path_arg(d, "notes.txt")
-    );
-    let server = ScriptedServer::start([
-        Reply::tool_calls([
-            ("call_notes", "Read", read("notes.txt").as_str()),
-            ("call_pixel", "Read", read("pixel.png").as_str()),
-        ]),
-        Reply::tool_call("call_edit", "Edit", &edit),
-        Reply::tool_call("call_missing", "Read", &read("missing.txt")),
-        Reply::tool_call("call_payload", "Read", &read("payload.txt")),
-        Reply::text("Done. <script>window.__pwned = 3</script>"),
-        // The chat box's run.
-        Reply::text("Hello from the chat box"),
-    ])
-    .await
-    .unwrap();
-
-    let ui = Ui::start(&server, d, &file, &[]);
     let screenshots = std::env::var_os("TOOLBELT_UI_SCREENSHOTS")
         .filter(|v| !v.is_empty() && v != "0")
         .map(|_| workspace().join("docs"));
@@ -69,6 +49,7 @@ async fn a_live_run_and_a_chat_run_render_in_chromium() {
         .env("UI_URL", format!("{}?token={TOKEN}", ui.base))
         .env("PLAYWRIGHT_CORE", &playwright)
         .env("CHROMIUM", &chromium)
+        .env("SCENARIO", scenario)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -93,23 +74,14 @@ async fn a_live_run_and_a_chat_run_render_in_chromium() {
         }
         line
     };
-
-    // The page is open and following before the run starts, so what it shows came live.
-    loop {
-        match next(&mut said) {
-            Some(line) if line == "READY" => break,
-            Some(_) => continue,
-            None => panic!(
-                "the browser script never got ready:\n{}\n{}",
-                said.join("\n"),
-                ui.stderr()
-            ),
+    let mut on_ready = Some(on_ready);
+    while let Some(line) = next(&mut said) {
+        if line == "READY"
+            && let Some(on_ready) = on_ready.take()
+        {
+            on_ready().await;
         }
     }
-    let (code, stderr) = run_in_session(&server, d, &file, "Look at my files", &[]).await;
-    assert_eq!(code, Some(0), "{stderr}");
-
-    while next(&mut said).is_some() {}
     // Silent for minutes but alive: stop it rather than wait forever.
     if node.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_secs(5));
@@ -124,5 +96,92 @@ async fn a_live_run_and_a_chat_run_render_in_chromium() {
         said.join("\n"),
         ui.stderr()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_run_and_a_chat_run_render_in_chromium() {
+    let dir = project();
+    let file = session_file(&dir);
+    let d = dir.path();
+    let read = |name: &str| format!(r#"{{"file_path":"{}"}}"#, path_arg(d, name));
+    let edit = format!(
+        r#"{{"file_path":"{}","old_string":"alpha","new_string":"gamma"}}"#,
+        path_arg(d, "notes.txt")
+    );
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ("call_notes", "Read", read("notes.txt").as_str()),
+            ("call_pixel", "Read", read("pixel.png").as_str()),
+        ]),
+        Reply::tool_call("call_edit", "Edit", &edit),
+        Reply::tool_call("call_missing", "Read", &read("missing.txt")),
+        Reply::tool_call("call_payload", "Read", &read("payload.txt")),
+        Reply::text("Done. <script>window.__pwned = 3</script>"),
+        // The chat box's run.
+        Reply::text("Hello from the chat box"),
+    ])
+    .await
+    .unwrap();
+
+    let ui = Ui::start(&server, d, &file, &[]);
+    // The page is open and following before the run starts, so what it shows came live.
+    browse(&ui, "live", async || {
+        let (code, stderr) = run_in_session(&server, d, &file, "Look at my files", &[]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    })
+    .await;
     assert_eq!(server.remaining(), 0, "every scripted reply was used");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_agents_invocation_nests_under_its_parent_in_chromium() {
+    use toolbelt::agent::{Event, EventKind, SessionKey, SessionService, SqliteSessionService};
+    use toolbelt::model::{FinishReason, Message, ToolCall};
+
+    let dir = project();
+    let file = session_file(&dir);
+    // A stored run as a transfer leaves it: the sub-agent's invocation names its parent.
+    let store = SqliteSessionService::open(&file).unwrap();
+    let key = SessionKey::new("toolbelt", "local", "tree");
+    let root = |kind: EventKind| Event::new("i-root", None, "coordinator", kind);
+    let child = |kind: EventKind| Event::new("i-child", Some("i-root".into()), "planner", kind);
+    let ask = Message::assistant_tool_calls(
+        "",
+        vec![ToolCall::new(
+            "call_t",
+            "transfer_to_agent",
+            r#"{"agent_name":"planner"}"#,
+        )],
+    );
+    let events = [
+        Event::new(
+            "i-root",
+            None,
+            "user",
+            EventKind::UserInput {
+                message: Message::user("Plan a trip"),
+            },
+        ),
+        root(EventKind::ModelResponse {
+            message: ask,
+            finish_reason: Some(FinishReason::ToolCalls),
+            usage: None,
+        }),
+        root(EventKind::ToolResult {
+            result: toolbelt::agent::ToolResult::new("call_t", "transfer_to_agent", "planner"),
+        }),
+        child(EventKind::ModelResponse {
+            message: Message::assistant("Here is the plan"),
+            finish_reason: Some(FinishReason::Stop),
+            usage: None,
+        }),
+        child(EventKind::RunCompleted),
+        root(EventKind::RunCompleted),
+    ];
+    for event in &events {
+        store.append_event(&key, event).await.unwrap();
+    }
+    let server = ScriptedServer::start([]).await.unwrap();
+    let ui = Ui::start(&server, dir.path(), &file, &[]);
+    browse(&ui, "tree", async || {}).await;
 }

@@ -210,7 +210,11 @@ function onItem(item) {
         const u = e.update;
         live.progress = [u.message, u.total ? `${u.progress} of ${u.total}` : u.progress].filter((x) => x !== undefined && x !== null && x !== '').join(' · ');
         s.live.tools.set(e.call_id, live);
-      } else if (e.type === 'tool_chunk') {
+      } else if (e.type !== 'tool_chunk') {
+        // Forwarded from an agent run as a tool: shown in its run, never stored.
+        addEvent(s, e);
+        if (e.type === 'model_response') s.live.text.delete(e.invocation_id);
+      } else {
         const live = s.live.tools.get(e.call_id) || {};
         const content = e.chunk && e.chunk.content;
         const text = content && typeof content.value === 'string' ? content.value : JSON.stringify(content);

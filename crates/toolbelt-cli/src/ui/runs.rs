@@ -114,11 +114,16 @@ impl Runs {
     }
 }
 
-/// Events that are shown but never stored (the file poller will not see them).
+/// Events that are shown but never stored (the file poller will not see them): deltas,
+/// chunks and progress, and whatever an agent run as a tool forwards from its child (marked
+/// with the call's `tool_call_id`; the session keeps only the call and its result).
 fn is_live_only(event: &toolbelt::agent::Event) -> bool {
     use toolbelt::agent::EventKind;
-    matches!(
-        event.kind,
-        EventKind::ModelDelta { .. } | EventKind::ToolChunk { .. } | EventKind::ToolProgress { .. }
-    )
+    event.tool_call_id.is_some()
+        || matches!(
+            event.kind,
+            EventKind::ModelDelta { .. }
+                | EventKind::ToolChunk { .. }
+                | EventKind::ToolProgress { .. }
+        )
 }

@@ -54,6 +54,42 @@ try {
   await page.goto(process.env.UI_URL);
   check(!page.url().includes('token='), `the token stayed in the address bar: ${page.url()}`);
   await page.waitForSelector('#status.good');
+  if (process.env.SCENARIO === 'tree') {
+    await invocationTree(page);
+  } else {
+    await liveRunAndChat(page);
+  }
+  check(problems.length === 0, `the page reported problems:\n${problems.join('\n')}`);
+} catch (error) {
+  failed = error;
+} finally {
+  await browser.close();
+}
+if (failed) {
+  console.log(`FAIL ${failed.stack || failed}`);
+  if (problems.length) console.log(problems.join('\n'));
+  process.exit(1);
+}
+console.log('PASS');
+
+/** A stored run whose root agent handed over to a sub-agent: one run, a nested tree. */
+async function invocationTree(page) {
+  await page.waitForSelector('.run-head .badge.ok');
+  check((await page.locator('.run').count()) === 1, 'the sub-agent\'s invocation made a run of its own');
+  const outer = page.locator('.run > details > ul.tree > li');
+  check((await outer.count()) === 1, 'one root invocation expected');
+  check((await outer.locator('> .agent').textContent()) === 'coordinator', 'the root is not the coordinator');
+  const inner = outer.locator('> .tree > li > .agent');
+  check((await inner.textContent()) === 'planner', 'the planner is not nested under the coordinator');
+  const answer = page.locator('.card.model', { hasText: 'Here is the plan' });
+  check((await answer.locator('.agent').textContent()) === 'planner', 'the plan is not attributed to the planner');
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-tree.png') });
+  }
+}
+
+/** A run made by another process appears live; then a run started from the chat box. */
+async function liveRunAndChat(page) {
   check((await page.locator('.run').count()) === 0, 'a run was shown before one started');
   console.log('READY');
 
@@ -128,15 +164,4 @@ try {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-chat.png') });
   }
 
-  check(problems.length === 0, `the page reported problems:\n${problems.join('\n')}`);
-} catch (error) {
-  failed = error;
-} finally {
-  await browser.close();
 }
-if (failed) {
-  console.log(`FAIL ${failed.stack || failed}`);
-  if (problems.length) console.log(problems.join('\n'));
-  process.exit(1);
-}
-console.log('PASS');

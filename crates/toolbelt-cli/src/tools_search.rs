@@ -1,0 +1,269 @@
+//! `toolbelt tools search`: rank the tools (built-in and `--mcp-config`, or a `--catalog`
+//! file) against a query, by BM25, embeddings or both.
+//!
+//! One query prints the best `--top` tools; `--queries FILE` reads JSON lines
+//! `{"id", "query"}` and writes one JSON line `{"id", "results": [{"name", "score"}]}` per
+//! query, all in one process (the index is built once), for evaluation. Every query line
+//! is checked before the first search runs, so a bad line costs no partial output.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::{Value, json};
+use toolbelt::ToolContext;
+use toolbelt::search::embed::{Embedder, EmbeddingIndex, MemoryVectorStore, OpenAiEmbedder};
+use toolbelt::search::{Hit, Method, ToolDoc, ToolIndex, parse_catalog};
+
+use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox};
+
+/// The environment variable naming the local embedder's model folder.
+const EMBEDDER_DIR_ENV: &str = "TOOLBELT_EMBEDDER_DIR";
+/// The environment variable holding the API key for `--embedder-url`, when it needs one.
+const EMBEDDER_KEY_ENV: &str = "TOOLBELT_EMBEDDER_API_KEY";
+
+/// Flags of `toolbelt tools search`.
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// What the tools are wanted for, in words (omit with --queries).
+    #[arg(required_unless_present = "queries", conflicts_with = "queries")]
+    query: Option<String>,
+    /// How many tools to return per query.
+    #[arg(long, value_name = "K", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    top: u32,
+    /// `bm25` (no model), `embed` (embeddings) or `hybrid` (reciprocal rank fusion of both).
+    #[arg(long, value_name = "METHOD", default_value = "bm25")]
+    method: String,
+    /// Print a JSON array of `{name, score}` instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Search the tools of this file instead: a JSON array of OpenAI function declarations
+    /// (`{name, description, parameters}`, or `{type: "function", function: {...}}`) or an
+    /// MCP `tools/list` result (`{tools: [...]}`). Names are taken as given.
+    #[arg(long, value_name = "FILE", conflicts_with = "mcp_config")]
+    catalog: Option<PathBuf>,
+    /// Answer every query of this file (JSON lines `{"id", "query"}`) with a JSON line
+    /// `{"id", "results": [{"name", "score"}]}`.
+    #[arg(long, value_name = "FILE")]
+    queries: Option<PathBuf>,
+    /// A sentence-transformers model folder (config.json, tokenizer.json,
+    /// model.safetensors) for the local embedder; default: $TOOLBELT_EMBEDDER_DIR. Needs a
+    /// build with feature `local-embedder`.
+    #[arg(long, value_name = "DIR", conflicts_with = "embedder_url")]
+    embedder_dir: Option<PathBuf>,
+    /// An OpenAI-compatible server's base URL for /embeddings (API key from
+    /// $TOOLBELT_EMBEDDER_API_KEY when set).
+    #[arg(long, value_name = "URL", requires = "embedder_model")]
+    embedder_url: Option<String>,
+    /// The embedding model to ask --embedder-url for.
+    #[arg(long, value_name = "NAME", requires = "embedder_url")]
+    embedder_model: Option<String>,
+    #[command(flatten)]
+    sources: ToolSourceArgs,
+}
+
+/// Runs `toolbelt tools search`.
+pub async fn run(args: SearchArgs) -> Outcome {
+    let method = parse_method(&args.method)?;
+    let embedder = match method {
+        Method::Bm25 => None,
+        _ => Some(embedder(&args, method)?),
+    };
+    // Read the queries before any work, so a bad file fails fast and whole.
+    let queries = match &args.queries {
+        Some(path) => Some(read_queries(path)?),
+        None => None,
+    };
+    let docs = match &args.catalog {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+            parse_catalog(&text).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?
+        }
+        None => listed_tools(&args.sources).await?,
+    };
+
+    let mut index = ToolIndex::new();
+    if let Some(embedder) = embedder {
+        index = index.with_embeddings(EmbeddingIndex::new(
+            embedder,
+            Arc::new(MemoryVectorStore::new()),
+        ));
+    }
+    index
+        .sync(&docs)
+        .await
+        .map_err(|e| CliError::failed(format!("indexing the tools: {e}")))?;
+
+    let k = args.top as usize;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let write_failed = |e: std::io::Error| CliError::failed(format!("writing the results: {e}"));
+    match queries {
+        Some(queries) => {
+            for (id, query) in queries {
+                let hits = search(&index, &query, k, method).await?;
+                let line = json!({"id": id, "results": hits});
+                writeln!(out, "{line}").map_err(write_failed)?;
+            }
+        }
+        None => {
+            let query = args.query.as_deref().unwrap_or_default();
+            let hits = search(&index, query, k, method).await?;
+            if args.json {
+                writeln!(out, "{}", json!(hits)).map_err(write_failed)?;
+            } else {
+                print_table(&mut out, &hits, &docs).map_err(write_failed)?;
+            }
+        }
+    }
+    out.flush().map_err(write_failed)?;
+    Ok(EXIT_OK)
+}
+
+fn parse_method(name: &str) -> Result<Method, CliError> {
+    name.parse::<Method>()
+        .map_err(|_| CliError::usage(format!("--method {name:?}: expected bm25, embed or hybrid")))
+}
+
+/// The embedder the flags (or $TOOLBELT_EMBEDDER_DIR) name; a usage error when none is.
+fn embedder(args: &SearchArgs, method: Method) -> Result<Arc<dyn Embedder>, CliError> {
+    if let (Some(url), Some(model)) = (&args.embedder_url, &args.embedder_model) {
+        let mut embedder = OpenAiEmbedder::new(url.clone(), model.clone());
+        if let Ok(key) = std::env::var(EMBEDDER_KEY_ENV)
+            && !key.is_empty()
+        {
+            embedder = embedder.api_key(key);
+        }
+        return Ok(Arc::new(embedder));
+    }
+    let dir = args.embedder_dir.clone().or_else(|| {
+        std::env::var_os(EMBEDDER_DIR_ENV)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+    });
+    match dir {
+        Some(dir) => local_embedder(dir),
+        None => Err(CliError::usage(format!(
+            "--method {method} needs an embedder: --embedder-dir DIR (or ${EMBEDDER_DIR_ENV}) \
+             or --embedder-url URL --embedder-model NAME"
+        ))),
+    }
+}
+
+#[cfg(feature = "local-embedder")]
+fn local_embedder(dir: PathBuf) -> Result<Arc<dyn Embedder>, CliError> {
+    let embedder = toolbelt::search::embed::LocalEmbedder::load(&dir)
+        .map_err(|e| CliError::usage(format!("{}: {e}", dir.display())))?;
+    Ok(Arc::new(embedder))
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn local_embedder(dir: PathBuf) -> Result<Arc<dyn Embedder>, CliError> {
+    Err(CliError::usage(format!(
+        "the local embedder ({}) needs a toolbelt built with feature `local-embedder`; \
+         or use --embedder-url URL --embedder-model NAME",
+        dir.display()
+    )))
+}
+
+/// The built-in tools and those of the `--mcp-config` servers, as `toolbelt tools list`
+/// shows them.
+async fn listed_tools(sources: &ToolSourceArgs) -> Result<Vec<ToolDoc>, CliError> {
+    let toolbox = Toolbox::open(sources, None)?;
+    let snapshot = toolbox.list(&ToolContext::new()).await;
+    toolbox.close().await;
+    Ok(snapshot
+        .tools()
+        .map(|t| ToolDoc::from_declaration(t.declaration()))
+        .collect())
+}
+
+/// Reads `{"id", "query"}` lines (blank lines skipped); any other line is a usage error
+/// naming its line number. The id is echoed back as given (string or number).
+fn read_queries(path: &Path) -> Result<Vec<(Value, String)>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    let mut queries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |why: &str| CliError::usage(format!("{}:{}: {why}", path.display(), i + 1));
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| bad(&format!("not a JSON object: {e}")))?;
+        let Some(query) = value.get("query").and_then(Value::as_str) else {
+            return Err(bad(
+                "expected {\"id\": ..., \"query\": \"...\"}: no string \"query\"",
+            ));
+        };
+        let Some(id) = value
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+        else {
+            return Err(bad(
+                "expected {\"id\": ..., \"query\": \"...\"}: no string or number \"id\"",
+            ));
+        };
+        queries.push((id.clone(), query.to_owned()));
+    }
+    Ok(queries)
+}
+
+async fn search(
+    index: &ToolIndex,
+    query: &str,
+    k: usize,
+    method: Method,
+) -> Result<Vec<Hit>, CliError> {
+    index
+        .search(query, k, method)
+        .await
+        .map_err(|e| CliError::failed(format!("search: {e}")))
+}
+
+/// One line per hit: rank, name, score and the first line of the description.
+fn print_table(out: &mut impl Write, hits: &[Hit], docs: &[ToolDoc]) -> std::io::Result<()> {
+    if hits.is_empty() {
+        writeln!(out, "no tool matches")?;
+        return Ok(());
+    }
+    let width = hits
+        .iter()
+        .map(|h| h.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (i, hit) in hits.iter().enumerate() {
+        let description = docs
+            .iter()
+            .find(|d| d.name == hit.name)
+            .and_then(|d| d.description.lines().find(|l| !l.trim().is_empty()))
+            .unwrap_or("")
+            .trim();
+        let description = printable(&description.chars().take(100).collect::<String>());
+        writeln!(
+            out,
+            "{:>2}. {:<width$}  {:>7.3}  {description}",
+            i + 1,
+            printable(&hit.name),
+            hit.score
+        )?;
+    }
+    Ok(())
+}
+
+/// `text` with control characters escaped: a catalog's names and descriptions are someone
+/// else's text and must not drive the terminal (escape sequences, carriage returns).
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
