@@ -551,3 +551,85 @@ async fn the_search_rewrites_the_request_not_the_agent() {
     no_errors(&run(&runner, "s", "Start a timer", RunOptions::new()).await);
     assert_eq!(*seen.lock().unwrap(), vec![vec!["set_timer".to_string()]]);
 }
+
+/// A small real embedder: each word of the text counted into one of 64 dimensions.
+struct WordHashEmbedder;
+
+#[async_trait]
+impl toolbelt_search::embed::Embedder for WordHashEmbedder {
+    fn model_id(&self) -> &str {
+        "word-hash-64"
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, toolbelt_search::SearchError> {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let mut vector = vec![0.0f32; 64];
+                for word in text.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    if word.len() > 2 {
+                        let mut hasher = DefaultHasher::new();
+                        word.hash(&mut hasher);
+                        vector[(hasher.finish() % 64) as usize] += 1.0;
+                    }
+                }
+                vector
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn with_embeddings_the_hybrid_selection_embeds_each_tool_once_across_runs() {
+    use toolbelt_search::embed::{EmbeddingIndex, MemoryVectorStore};
+    let main = ScriptedServer::start([Reply::text("one"), Reply::text("two")])
+        .await
+        .unwrap();
+    let embeddings = EmbeddingIndex::new(
+        Arc::new(WordHashEmbedder),
+        Arc::new(MemoryVectorStore::new()),
+    );
+    let search = ToolSearch::builder()
+        .index(Method::Hybrid)
+        .embeddings(embeddings)
+        .max_tools(2)
+        .build()
+        .unwrap();
+    let runner = runner_with_plugin(&main, &search);
+    no_errors(
+        &run(
+            &runner,
+            "s",
+            "translate this text into French",
+            RunOptions::new(),
+        )
+        .await,
+    );
+    no_errors(
+        &run(
+            &runner,
+            "s",
+            "play a song on the speaker",
+            RunOptions::new(),
+        )
+        .await,
+    );
+
+    let offered = offered(&main);
+    assert!(
+        offered[0].contains(&"translate_text".to_string()),
+        "{offered:?}"
+    );
+    assert!(
+        offered[1].contains(&"play_music".to_string()),
+        "{offered:?}"
+    );
+    assert!(offered.iter().all(|o| o.len() == 2), "{offered:?}");
+    // Every tool embedded once, in the first run; the second run reused the index.
+    let stats = search.index_stats();
+    assert_eq!(
+        (stats.syncs, stats.added, stats.embedded),
+        (2, CATALOG.len(), CATALOG.len())
+    );
+}

@@ -83,6 +83,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use toolbelt_core::{Declaration, DynTool, DynToolSet, ToolFilter};
 use toolbelt_model::{DynModel, Message, Model, Request, Role};
+use toolbelt_search::embed::EmbeddingIndex;
 use toolbelt_search::{ToolDoc, ToolIndex};
 
 pub use toolbelt_search::Method;
@@ -181,7 +182,7 @@ pub struct ToolSearchBuilder {
     max_tools: usize,
     fail_open: bool,
     defer: Vec<DeferRule>,
-    embeddings: Option<()>,
+    embeddings: Option<EmbeddingIndex>,
 }
 
 impl ToolSearch {
@@ -264,6 +265,14 @@ impl ToolSearchBuilder {
         self
     }
 
+    /// The embeddings the index uses for [`Method::Embed`] and [`Method::Hybrid`] (and
+    /// `tool_search` then ranks deferred tools by hybrid ranking). Tool vectors are cached by
+    /// declaration hash in its vector store, so an unchanged tool is never embedded twice.
+    pub fn embeddings(mut self, embeddings: EmbeddingIndex) -> Self {
+        self.embeddings = Some(embeddings);
+        self
+    }
+
     /// The most tools a selection keeps, framework tools and loaded deferred tools not
     /// counted (default [`DEFAULT_MAX_TOOLS`]; at least 1).
     pub fn max_tools(mut self, max: usize) -> Self {
@@ -323,7 +332,10 @@ impl ToolSearchBuilder {
             _ if has_embeddings => Method::Hybrid,
             _ => Method::Bm25,
         };
-        let index = ToolIndex::new();
+        let mut index = ToolIndex::new();
+        if let Some(embeddings) = self.embeddings {
+            index = index.with_embeddings(embeddings);
+        }
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(ToolSearch {
             inner: Arc::new(Inner {
