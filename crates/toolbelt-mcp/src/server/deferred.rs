@@ -3,7 +3,8 @@
 //! session is told with `notifications/tools/list_changed`.
 //!
 //! Deferring is about the client's context size, not permission: a deferred tool a client
-//! calls by name without searching runs like any other visible tool. Hide a tool with [`ToolServer::with_filter`](super::ToolServer::with_filter).
+//! calls by name without searching runs like any other visible tool. Hide a tool with
+//! [`ToolServer::with_filter`](super::ToolServer::with_filter).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
