@@ -12,7 +12,9 @@
 //! (`Connection: close`), so a reused proxy connection can never carry a request to a second
 //! host past the check; HTTPS and WebSockets arrive as `CONNECT host:port` and are tunnelled
 //! after the check. A refused request gets `403` with the reason, and the reason is recorded
-//! for the next tool result.
+//! for the next tool result; a host that cannot be resolved or reached gets `502`, unrecorded
+//! (that is the network, not the policy, and Chromium's own service traffic fails this way on
+//! a closed network).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -23,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use url::Url;
 
-use crate::policy::NetPolicy;
+use crate::policy::{Denied, NetPolicy};
 
 /// The largest request head the proxy reads before refusing the request.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
@@ -105,8 +107,14 @@ async fn serve(mut client: TcpStream, policy: Arc<NetPolicy>, refusals: Arc<Mute
     };
     let mut server = match policy.connect(&request.host, request.port).await {
         Ok(server) => server,
-        Err(reason) => {
+        Err(Denied::Refused(reason)) => {
             refuse(&mut client, &refusals, &request.target, &reason).await;
+            return;
+        }
+        Err(Denied::Unreachable(reason)) => {
+            // Not a policy decision (a closed network, a dead host): the page sees a failed
+            // load, and the model is not told about it as if something had been refused.
+            let _ = client.write_all(&response(502, &reason)).await;
             return;
         }
     };
@@ -159,10 +167,10 @@ async fn refuse(client: &mut TcpStream, refusals: &Mutex<Vec<String>>, target: &
 }
 
 fn response(status: u16, body: &str) -> Vec<u8> {
-    let reason = if status == 403 {
-        "Forbidden"
-    } else {
-        "Bad Request"
+    let reason = match status {
+        403 => "Forbidden",
+        502 => "Bad Gateway",
+        _ => "Bad Request",
     };
     format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\

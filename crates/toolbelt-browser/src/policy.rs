@@ -15,6 +15,23 @@ use url::Url;
 /// How long one connection attempt to one address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a connection was not made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// The policy refused the host or every address it resolves to.
+    Refused(String),
+    /// The host could not be resolved or reached (not a policy decision).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(m) | Self::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The domain and address rules every browser request must pass.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NetPolicy {
@@ -37,20 +54,23 @@ impl NetPolicy {
         }
         let host = url.host_str().ok_or_else(|| format!("{url} has no host"))?;
         let port = url.port_or_known_default().unwrap_or(80);
-        self.resolve(host, port).await.map(|_| ())
+        self.resolve(host, port)
+            .await
+            .map(|_| ())
+            .map_err(|denied| denied.to_string())
     }
 
     /// The addresses of `host` that the policy allows, or why there are none.
-    pub(crate) async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    pub(crate) async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Denied> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         self.domains
             .check(bare)
-            .map_err(|refusal| refusal.to_string())?;
+            .map_err(|refusal| Denied::Refused(refusal.to_string()))?;
         let resolved: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => tokio::net::lookup_host((bare, port))
                 .await
-                .map_err(|e| format!("{bare} could not be resolved: {e}"))?
+                .map_err(|e| Denied::Unreachable(format!("{bare} could not be resolved: {e}")))?
                 .collect(),
         };
         let mut allowed = Vec::new();
@@ -63,20 +83,24 @@ impl NetPolicy {
         }
         if allowed.is_empty() {
             if refused.is_empty() {
-                return Err(format!("{bare} did not resolve to any address"));
+                return Err(Denied::Unreachable(format!(
+                    "{bare} did not resolve to any address"
+                )));
             }
-            return Err(BlockedHost {
-                host: bare.to_string(),
-                addresses: refused,
-            }
-            .to_string());
+            return Err(Denied::Refused(
+                BlockedHost {
+                    host: bare.to_string(),
+                    addresses: refused,
+                }
+                .to_string(),
+            ));
         }
         Ok(allowed)
     }
 
     /// Resolves `host`, checks every address, and connects to the first allowed one that
     /// answers.
-    pub(crate) async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, String> {
+    pub(crate) async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, Denied> {
         let mut last_error = String::new();
         for addr in self.resolve(host, port).await? {
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
@@ -85,6 +109,6 @@ impl NetPolicy {
                 Err(_) => last_error = format!("connecting to {addr} timed out"),
             }
         }
-        Err(last_error)
+        Err(Denied::Unreachable(last_error))
     }
 }

@@ -113,6 +113,8 @@ async fn navigate_snapshot_and_click_a_button_that_changes_text() {
     );
     assert!(page.contains("before the click"), "{page}");
     assert!(page.contains("[url=/form]"), "{page}");
+    // Nothing was refused: failures of the network (not the policy) are not reported.
+    assert!(!page.contains("Note:"), "{page}");
 
     let button = ref_of(&page, r#"button "Press me""#).to_string();
     let after = call(&set, "browser_click", &format!(r#"{{"ref":"{button}"}}"#))
