@@ -369,20 +369,24 @@ async fn serve_ui_lists_each_mcp_call_with_its_result() {
         json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Read","arguments":serde_json::from_str::<Value>(&read).unwrap()}}),
         json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"Read","arguments":{"file_path":"missing.txt"}}}),
     ];
+    // One request at a time: serve runs concurrent calls concurrently, and the order of the
+    // list is what this test checks.
+    let mut line = String::new();
     for message in &messages {
         writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut answered = 0;
-    let mut line = String::new();
-    while answered < 3 {
-        line.clear();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "serve closed stdout"
-        );
-        if serde_json::from_str::<Value>(&line).unwrap()["id"].is_number() {
-            answered += 1;
+        stdin.flush().unwrap();
+        let Some(id) = message.get("id") else {
+            continue;
+        };
+        loop {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "serve closed stdout"
+            );
+            if serde_json::from_str::<Value>(&line).unwrap().get("id") == Some(id) {
+                break;
+            }
         }
     }
 
