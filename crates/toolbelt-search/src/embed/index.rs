@@ -160,15 +160,23 @@ impl EmbeddingIndex {
             }
         }
 
+        // Similar lengths in one call: a batch is padded to its longest text, and in catalog
+        // order that wasted a third of the local model's work on BFCL (222k padded word
+        // pieces instead of 142k for 114k real ones).
+        let mut to_embed: Vec<(&ToolDoc, String, String)> = to_embed
+            .into_iter()
+            .map(|(doc, hash)| (doc, hash, doc.embedding_text()))
+            .collect();
+        to_embed.sort_by_key(|(_, _, text)| text.len());
         for chunk in to_embed.chunks(self.batch) {
-            let texts: Vec<String> = chunk.iter().map(|(doc, _)| doc.embedding_text()).collect();
+            let texts: Vec<String> = chunk.iter().map(|(_, _, text)| text.clone()).collect();
             let vectors = self.embedder.embed(&texts).await?;
             check_vectors(&format!("embedder {model_id}"), texts.len(), &vectors, dims)?;
             dims = vectors.first().map(Vec::len).or(dims);
             let stored: Vec<StoredVector> = chunk
                 .iter()
                 .zip(vectors)
-                .map(|((doc, hash), vector)| StoredVector {
+                .map(|((doc, hash, _), vector)| StoredVector {
                     name: doc.name.clone(),
                     content_hash: hash.clone(),
                     vector,
