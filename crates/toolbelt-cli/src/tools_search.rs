@@ -33,7 +33,9 @@ pub struct SearchArgs {
     #[arg(long, value_name = "K", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     top: u32,
-    /// `bm25` (no model), `embed` (embeddings) or `hybrid` (reciprocal rank fusion of both).
+    /// `bm25` (no model), `embed` (embeddings), `hybrid` (reciprocal rank fusion of both) or
+    /// `llm` (the model named by --model / TOOLBELT_MODEL at --base-url / OPENAI_BASE_URL
+    /// reads the tools' names and descriptions and names the best; scores are 1/rank).
     #[arg(long, value_name = "METHOD", default_value = "bm25")]
     method: String,
     /// Print a JSON array of `{name, score}` instead of a table.
@@ -60,13 +62,27 @@ pub struct SearchArgs {
     /// The embedding model to ask --embedder-url for.
     #[arg(long, value_name = "NAME", requires = "embedder_url")]
     embedder_model: Option<String>,
+    /// With --method llm: the model name (overrides TOOLBELT_MODEL).
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// With --method llm: the OpenAI-compatible server (overrides OPENAI_BASE_URL; the key
+    /// is read from OPENAI_API_KEY).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
     #[command(flatten)]
     sources: ToolSourceArgs,
 }
 
 /// Runs `toolbelt tools search`.
 pub async fn run(args: SearchArgs) -> Outcome {
-    let method = parse_method(&args.method)?;
+    let llm = match args.method.as_str() {
+        "llm" => Some(search_model(&args)?),
+        _ => None,
+    };
+    let method = match llm {
+        Some(_) => Method::Bm25,
+        None => parse_method(&args.method)?,
+    };
     let embedder = match method {
         Method::Bm25 => None,
         _ => Some(embedder(&args, method)?),
@@ -104,14 +120,20 @@ pub async fn run(args: SearchArgs) -> Outcome {
     match queries {
         Some(queries) => {
             for (id, query) in queries {
-                let hits = search(&index, &query, k, method).await?;
+                let hits = match &llm {
+                    Some(model) => search_with_model(model, &docs, &query, k).await?,
+                    None => search(&index, &query, k, method).await?,
+                };
                 let line = json!({"id": id, "results": hits});
                 writeln!(out, "{line}").map_err(write_failed)?;
             }
         }
         None => {
             let query = args.query.as_deref().unwrap_or_default();
-            let hits = search(&index, query, k, method).await?;
+            let hits = match &llm {
+                Some(model) => search_with_model(model, &docs, query, k).await?,
+                None => search(&index, query, k, method).await?,
+            };
             if args.json {
                 writeln!(out, "{}", json!(hits)).map_err(write_failed)?;
             } else {
@@ -121,6 +143,45 @@ pub async fn run(args: SearchArgs) -> Outcome {
     }
     out.flush().map_err(write_failed)?;
     Ok(EXIT_OK)
+}
+
+/// The model of `--method llm`, from its flags and the environment (as `run`'s).
+fn search_model(args: &SearchArgs) -> Result<toolbelt::model::DynModel, CliError> {
+    use toolbelt::model::{ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, OpenAiConfig, OpenAiModel};
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let base_url = args.base_url.clone().or_else(|| var(ENV_BASE_URL));
+    let model = args.model.clone().or_else(|| var(ENV_MODEL));
+    let config = OpenAiConfig::from_values(base_url, var(ENV_API_KEY), model).map_err(|e| {
+        CliError::usage(format!(
+            "--method llm needs a model (--model or {ENV_MODEL}, --base-url or {ENV_BASE_URL}): {e}"
+        ))
+    })?;
+    let model = OpenAiModel::new(config).map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(Arc::new(model))
+}
+
+/// `--method llm`: the tools the model names for `query`, scored 1/rank.
+async fn search_with_model(
+    model: &toolbelt::model::DynModel,
+    docs: &[ToolDoc],
+    query: &str,
+    k: usize,
+) -> Result<Vec<Hit>, CliError> {
+    let tools: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| (d.name.as_str(), d.description.as_str()))
+        .collect();
+    let names = toolbelt::agent::tool_search::choose_with_model(model, query, &tools, k)
+        .await
+        .map_err(|e| CliError::failed(format!("search: {e}")))?;
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(rank, name)| Hit {
+            name,
+            score: 1.0 / (rank as f32 + 1.0),
+        })
+        .collect())
 }
 
 fn parse_method(name: &str) -> Result<Method, CliError> {

@@ -56,7 +56,7 @@ fn mcp_config(dir: &Path) -> String {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../toolbelt-mcp/tests/fixtures/py_server.py");
     assert!(server.exists(), "{} is missing", server.display());
     let config = serde_json::json!({"mcpServers": {
-        "py": {"command": "python3", "args": [server, "stdio"]}
+        "py": {"command": toolbelt_testkit::python(), "args": [server, "stdio"]}
     }});
     let path = dir.join("mcp.json");
     std::fs::write(&path, config.to_string()).unwrap();
@@ -130,4 +130,46 @@ async fn bad_tool_search_flags_are_usage_errors() {
         );
     }
     assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn tools_search_with_the_llm_method_ranks_what_the_model_names() {
+    let dir = project();
+    let catalog = dir.path().join("catalog.json");
+    let tools = serde_json::json!([
+        {"name": "get_weather", "description": "Weather for a city", "parameters": {"type": "object"}},
+        {"name": "send_email", "description": "Sends an email", "parameters": {"type": "object"}},
+        {"name": "play_music", "description": "Plays a song", "parameters": {"type": "object"}},
+    ]);
+    std::fs::write(&catalog, tools.to_string()).unwrap();
+    let server =
+        ScriptedServer::start([Reply::text(r#"["send_email", "invented", "get_weather"]"#)])
+            .await
+            .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args([
+            "tools",
+            "search",
+            "mail Ada the forecast",
+            "--method",
+            "llm",
+            "--top",
+            "2",
+            "--json",
+        ])
+        .arg("--catalog")
+        .arg(&catalog);
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        hits,
+        serde_json::json!([{"name": "send_email", "score": 1.0}, {"name": "get_weather", "score": 0.5}])
+    );
+    let prompt = server.requests()[0].messages().last().unwrap()["content"].to_string();
+    assert!(
+        prompt.contains("- play_music: Plays a song") && prompt.contains("mail Ada the forecast"),
+        "{prompt}"
+    );
 }

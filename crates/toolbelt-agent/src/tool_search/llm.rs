@@ -2,7 +2,6 @@
 //! question into a search query.
 
 use futures::StreamExt;
-use toolbelt_core::Declaration;
 use toolbelt_model::{DynModel, GenerationConfig, Message, Request};
 
 use super::usage::ToolSearchUsage;
@@ -15,16 +14,16 @@ const DESCRIPTION_CHARS: usize = 200;
 /// names only, best first.
 pub(super) async fn choose(
     model: &DynModel,
-    inv: &Invocation,
+    inv: Option<&Invocation>,
     question: &str,
-    candidates: &[&Declaration],
+    candidates: &[(&str, &str)],
     max: usize,
 ) -> Result<Vec<String>, String> {
     let mut list = String::new();
-    for declaration in candidates {
+    for (name, description) in candidates {
         list.push_str("- ");
-        list.push_str(&declaration.name);
-        let line = first_line(&declaration.description);
+        list.push_str(name);
+        let line = first_line(description);
         if !line.is_empty() {
             list.push_str(": ");
             list.push_str(&line);
@@ -47,7 +46,7 @@ pub(super) async fn choose(
     })?;
     let mut chosen: Vec<String> = Vec::new();
     for name in names {
-        let known = candidates.iter().any(|d| d.name.as_str() == name);
+        let known = candidates.iter().any(|(known, _)| *known == name);
         if known && !chosen.contains(&name) {
             chosen.push(name);
         }
@@ -69,7 +68,7 @@ pub(super) async fn rewrite(
                   tools: name the actions and the objects the needed tools deal with. Answer \
                   with the query only."
         .to_string();
-    let answer = ask(model, inv, system, question.to_string()).await?;
+    let answer = ask(model, Some(inv), system, question.to_string()).await?;
     let query = answer.trim();
     Ok(if query.is_empty() {
         question.to_string()
@@ -78,10 +77,11 @@ pub(super) async fn rewrite(
     })
 }
 
-/// One non-streamed model call with a system and a user message; records its usage.
+/// One non-streamed model call with a system and a user message; records its usage in the
+/// run of `inv`, and stops when that run is cancelled.
 async fn ask(
     model: &DynModel,
-    inv: &Invocation,
+    inv: Option<&Invocation>,
     system: String,
     user: String,
 ) -> Result<String, String> {
@@ -103,19 +103,26 @@ async fn ask(
         }
         last.ok_or_else(|| "the search model's response ended without a message".to_string())
     };
-    let response = tokio::select! {
-        biased;
-        () = inv.cancellation().cancelled() => return Err("the run was cancelled".into()),
-        response = call => response,
+    let response = match inv {
+        Some(inv) => tokio::select! {
+            biased;
+            () = inv.cancellation().cancelled() => return Err("the run was cancelled".into()),
+            response = call => response,
+        },
+        None => call.await,
     };
     let response = match response {
         Ok(response) => response,
         Err(error) => {
-            ToolSearchUsage::record(inv, None);
+            if let Some(inv) = inv {
+                ToolSearchUsage::record(inv, None);
+            }
             return Err(format!("the search model failed: {error}"));
         }
     };
-    ToolSearchUsage::record(inv, response.usage);
+    if let Some(inv) = inv {
+        ToolSearchUsage::record(inv, response.usage);
+    }
     response
         .message
         .map(|m| m.content)

@@ -353,6 +353,19 @@ impl ToolSearchBuilder {
     }
 }
 
+/// The LLM selection outside a run (`toolbelt tools search --method llm`): asks `model`
+/// which of `tools` (name, description) the question needs, as the search before a model
+/// call does. At most `max` names of `tools`, best first; a failure or an answer that is not
+/// a list of names is an error saying so.
+pub async fn choose_with_model(
+    model: &DynModel,
+    question: &str,
+    tools: &[(&str, &str)],
+    max: usize,
+) -> Result<Vec<String>, String> {
+    llm::choose(model, None, question, tools, max.max(1)).await
+}
+
 /// What one search remembers during a run (a [`RunStates`] entry).
 #[derive(Default)]
 pub(crate) struct RunState {

@@ -34,7 +34,11 @@ pub(super) async fn select(
     }
     let names = match strategy {
         Strategy::Llm { model } => {
-            llm::choose(model, inv, question, candidates, inner.max_tools).await?
+            let listed: Vec<(&str, &str)> = candidates
+                .iter()
+                .map(|d| (d.name.as_str(), d.description.as_str()))
+                .collect();
+            llm::choose(model, Some(inv), question, &listed, inner.max_tools).await?
         }
         Strategy::Index { method, rewrite } => {
             let query = match rewrite {
