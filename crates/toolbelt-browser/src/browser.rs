@@ -26,13 +26,18 @@ pub(crate) enum BrowserError {
     Refused(String),
     /// The arguments do not name something that exists (a stale or unknown ref).
     Invalid(String),
+    /// The browser exited or stopped answering: it must be replaced.
+    Broken(String),
     /// Anything else.
     Failed(String),
 }
 
 impl From<CdpError> for BrowserError {
     fn from(e: CdpError) -> Self {
-        Self::Failed(e.to_string())
+        match e {
+            CdpError::Closed | CdpError::Timeout(_) => Self::Broken(e.to_string()),
+            CdpError::Protocol(_) => Self::Failed(e.to_string()),
+        }
     }
 }
 
@@ -241,8 +246,7 @@ impl Browser {
         let dead = state
             .as_mut()
             .is_some_and(|r| r.cdp.is_closed() || r.process.has_exited());
-        let timed_out = matches!(&error, BrowserError::Failed(m) if m.contains("did not answer"));
-        if dead || timed_out {
+        if dead || matches!(error, BrowserError::Broken(_)) {
             *state = None;
             return Err(BrowserError::Failed(format!(
                 "{}; the browser was stopped and the next browser call starts a new one",
@@ -633,6 +637,9 @@ fn refusal_notes(egress: &Egress) -> Vec<String> {
 /// The text of an error, for the model.
 pub(crate) fn render(error: &BrowserError) -> String {
     match error {
-        BrowserError::Refused(m) | BrowserError::Invalid(m) | BrowserError::Failed(m) => m.clone(),
+        BrowserError::Refused(m)
+        | BrowserError::Invalid(m)
+        | BrowserError::Broken(m)
+        | BrowserError::Failed(m) => m.clone(),
     }
 }

@@ -115,7 +115,7 @@ fn to_tool_error(error: BrowserError) -> ToolError {
     match error {
         BrowserError::Refused(m) => ToolError::rejected(m),
         BrowserError::Invalid(m) => ToolError::invalid_arguments(m),
-        e @ BrowserError::Failed(_) => ToolError::failed(render(&e)),
+        e @ (BrowserError::Broken(_) | BrowserError::Failed(_)) => ToolError::failed(render(&e)),
     }
 }
 
