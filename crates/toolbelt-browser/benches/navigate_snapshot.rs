@@ -139,9 +139,13 @@ async fn playwright(base: &str, rounds: usize) {
         cli.is_file(),
         "@playwright/mcp is missing: run `bash .ci/install-peers`"
     );
+    // Playwright MCP writes page snapshots to files; keep them out of the source tree.
+    let output = std::env::temp_dir().join(format!("toolbelt-bench-pw-{}", std::process::id()));
     let started = Instant::now();
     let mut child = Command::new("node")
         .arg(&cli)
+        .arg("--output-dir")
+        .arg(&output)
         .arg("--executable-path")
         .arg(chromium())
         .args(["--headless", "--isolated", "--no-sandbox"])
