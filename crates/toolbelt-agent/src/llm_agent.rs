@@ -836,6 +836,48 @@ impl Agent for LlmAgent {
     }
 
     async fn run(&self, inv: Invocation) -> Result<(), AgentError> {
+        // OpenTelemetry GenAI `invoke_agent` span: the model and tool spans of this run are
+        // its children. Built only when a subscriber enables target `gen_ai`.
+        let span = tracing::info_span!(
+            target: "gen_ai",
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", self.name),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.provider.name = "openai",
+            gen_ai.agent.name = %self.name,
+            gen_ai.agent.id = %inv.id(),
+            gen_ai.conversation.id = %inv.session().session_id,
+            gen_ai.request.model = %self.model.name(),
+            error.type = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.run_traced(inv), span.clone()).await;
+        if let Err(error) = &result
+            && !span.is_disabled()
+        {
+            span.record("error.type", error_type(error));
+            span.record("otel.status_code", "error");
+        }
+        result
+    }
+}
+
+/// The `error.type` of a failed `invoke_agent` span.
+fn error_type(error: &AgentError) -> &'static str {
+    match error {
+        AgentError::Model(_) => "model",
+        AgentError::Session(_) => "session",
+        AgentError::Config(_) => "config",
+        AgentError::Panicked(_) => "panic",
+        AgentError::Callback(_) => "callback",
+        AgentError::Cancelled => "cancelled",
+    }
+}
+
+impl LlmAgent {
+    /// [`Agent::run`] inside its span.
+    async fn run_traced(&self, inv: Invocation) -> Result<(), AgentError> {
         let callbacks = self.active_callbacks(&inv);
         if !self.runs_tool_callbacks && callbacks.has_tool_callbacks() {
             let message = format!(

@@ -283,7 +283,10 @@ pub(crate) fn spawn_run<F>(inv: Invocation, work: F)
 where
     F: Future<Output = Result<(), AgentError>> + Send + 'static,
 {
-    tokio::spawn(async move {
+    // The run's task continues the caller's span (a tool call's, for an agent run as a
+    // tool), so a child run's `gen_ai` spans nest under the call that started it.
+    let parent = tracing::Span::current();
+    let task = async move {
         let result = AssertUnwindSafe(work)
             .catch_unwind()
             .await
@@ -309,7 +312,8 @@ where
         } else {
             let _ = inv.forward(done).await;
         }
-    });
+    };
+    tokio::spawn(tracing::Instrument::instrument(task, parent));
 }
 
 /// Stores and sends `event`; when storing fails, sends it anyway (the run is ending, and the

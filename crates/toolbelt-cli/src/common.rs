@@ -85,9 +85,12 @@ pub fn finish(outcome: Outcome) -> ExitCode {
 
 /// Sends `tracing` output to stderr, never stdout (stdout carries results, and in
 /// `serve --stdio` the protocol itself). `TOOLBELT_LOG` (an `EnvFilter` directive such as
-/// `toolbelt_mcp=debug`) overrides `level`.
-pub fn init_logging(level: &str) -> Result<(), CliError> {
-    use tracing_subscriber::EnvFilter;
+/// `toolbelt_mcp=debug`) overrides `level`. With the `otel` feature and an OTLP endpoint in
+/// the environment, the `gen_ai` spans are exported too ([`crate::telemetry`]).
+pub fn init_logging(level: &str) -> Result<LoggingGuard, CliError> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
     let filter = match std::env::var("TOOLBELT_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::try_new(directives),
         // rmcp logs a failed connection at ERROR level although the command reports it
@@ -98,12 +101,38 @@ pub fn init_logging(level: &str) -> Result<(), CliError> {
         },
     }
     .map_err(|e| CliError::usage(format!("invalid log level {level:?}: {e}")))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    let (registry, guard) = {
+        let (layer, telemetry) = crate::telemetry::layer()?.unzip();
+        (registry.with(layer), LoggingGuard { telemetry })
+    };
+    #[cfg(not(feature = "otel"))]
+    let guard = LoggingGuard {};
+    registry
         .try_init()
-        .map_err(|e| CliError::failed(format!("cannot set up logging: {e}")))
+        .map_err(|e| CliError::failed(format!("cannot set up logging: {e}")))?;
+    Ok(guard)
+}
+
+/// What logging must finish at exit: the OpenTelemetry exporter's last spans (feature `otel`).
+pub struct LoggingGuard {
+    #[cfg(feature = "otel")]
+    telemetry: Option<crate::telemetry::Telemetry>,
+}
+
+impl LoggingGuard {
+    /// Flushes what is buffered. Call once the command has returned, whatever its outcome.
+    pub fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(telemetry) = self.telemetry {
+            telemetry.shutdown();
+        }
+    }
 }
 
 /// Where the tools come from: the flags every tool-running subcommand takes.

@@ -13,6 +13,8 @@ mod output;
 mod run;
 mod serve;
 mod skills;
+#[cfg(feature = "otel")]
+mod telemetry;
 mod tools;
 mod tools_search;
 mod ui;
@@ -75,9 +77,10 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::from(common::EXIT_USAGE);
     };
-    if let Err(err) = common::init_logging(&cli.log_level) {
-        return common::finish(Err(err));
-    }
+    let logging = match common::init_logging(&cli.log_level) {
+        Ok(logging) => logging,
+        Err(err) => return common::finish(Err(err)),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,5 +105,7 @@ fn main() -> ExitCode {
     // The command has closed what it opened. A read of stdin still pending (chat left at its
     // prompt) runs on a blocking thread that would hold the process open forever.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // After every outcome (errors and SIGINT return here too): the last spans go out.
+    logging.shutdown();
     common::finish(outcome)
 }

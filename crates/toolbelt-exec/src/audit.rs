@@ -48,8 +48,8 @@ impl AuditOutcome {
     }
 }
 
-/// A one-word name for an error's kind.
-fn error_kind(err: &ToolError) -> &'static str {
+/// A one-word name for an error's kind (also the `error.type` of the `execute_tool` span).
+pub(crate) fn error_kind(err: &ToolError) -> &'static str {
     match err {
         ToolError::InvalidName { .. } => "invalid_name",
         ToolError::InvalidDeclaration { .. } => "invalid_declaration",

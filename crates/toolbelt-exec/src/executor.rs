@@ -316,6 +316,20 @@ impl Executor {
         chunks: Option<Arc<ChunkSink>>,
     ) -> CallResult {
         let started = Instant::now();
+        // OpenTelemetry GenAI `execute_tool` span; built only when a subscriber enables
+        // target `gen_ai` (the CLI's `otel` feature), else it is a no-op.
+        let span = tracing::info_span!(
+            target: "gen_ai",
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", call.name),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.id,
+            gen_ai.tool.type = "function",
+            error.type = tracing::field::Empty,
+        );
         let entry = source.resolve_entry(&call.name);
         let mut repaired_arguments = None;
         let mut artifact = None;
@@ -332,12 +346,24 @@ impl Executor {
                     chunks,
                 };
                 let pipeline = self.pipeline(ctx, step, &mut repaired_arguments, &mut artifact);
+                let pipeline = tracing::Instrument::instrument(pipeline, span.clone());
                 match std::panic::AssertUnwindSafe(pipeline).catch_unwind().await {
                     Ok(result) => result,
                     Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),
                 }
             }
         };
+        if !span.is_disabled() {
+            let failure = match &result {
+                Ok(output) if output.is_error => Some("result_error"),
+                Ok(_) => None,
+                Err(error) => Some(crate::audit::error_kind(error)),
+            };
+            if let Some(kind) = failure {
+                span.record("error.type", kind);
+                span.record("otel.status_code", "error");
+            }
+        }
         CallResult {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),

@@ -141,6 +141,7 @@ mod openai;
 mod request;
 mod response;
 mod retry;
+mod trace;
 #[cfg(feature = "test-server")]
 pub mod testing;
 mod wire;

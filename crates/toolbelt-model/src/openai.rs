@@ -492,6 +492,21 @@ impl Model for OpenAiModel {
     }
 
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError> {
+        let span = crate::trace::chat_span(&self.config.model);
+        let started = tracing::Instrument::instrument(self.start(request), span.clone()).await;
+        match started {
+            Ok(stream) => Ok(crate::trace::Traced::wrap(stream, span)),
+            Err(error) => {
+                crate::trace::record_error(&span, &error);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl OpenAiModel {
+    /// [`Model::generate`] without its span: sends the request and reads the body's kind.
+    async fn start(&self, request: Request) -> Result<ResponseStream, ModelError> {
         let response = self.send_request(&request).await?;
         let content_type = media_type(response.headers());
         let mut body: Body = response.bytes_stream().boxed();
