@@ -58,7 +58,7 @@ const NOTEBOOK: &str = r##"{
 /// Validates with nbformat (fails with install instructions when it is missing).
 fn validate_with_nbformat(path: &std::path::Path) {
     let script = "import sys, nbformat\nnb = nbformat.read(sys.argv[1], as_version=4)\nnbformat.validate(nb)\nprint('valid')";
-    let output = Command::new("python3")
+    let output = Command::new(toolbelt_testkit::python())
         .arg("-c")
         .arg(script)
         .arg(path)

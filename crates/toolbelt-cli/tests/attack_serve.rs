@@ -29,9 +29,9 @@ fn fixture() -> String {
 /// set and `env_vars` passed from the parent; `wrapped` starts it behind a shell that stays.
 fn mcp_config(dir: &Path, env: Value, env_vars: &[&str], wrapped: bool) -> PathBuf {
     let server = if wrapped {
-        json!({"command": "sh", "args": ["-c", format!("python3 '{}' stdio; echo wrapper done >&2", fixture())]})
+        json!({"command": "sh", "args": ["-c", format!("'{}' '{}' stdio; echo wrapper done >&2", toolbelt_testkit::python(), fixture())]})
     } else {
-        json!({"command": "python3", "args": [fixture(), "stdio"]})
+        json!({"command": toolbelt_testkit::python(), "args": [fixture(), "stdio"]})
     };
     let mut server = server;
     server["env"] = env;
@@ -400,7 +400,7 @@ fn mcp_call_to_a_server_that_dies_mid_call_runs_it_once_and_says_the_outcome_is_
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("runs.log");
     let args = json!({"path": file.display().to_string()}).to_string();
-    let stdio = format!("python3 '{}' stdio", fixture());
+    let stdio = format!("'{}' '{}' stdio", toolbelt_testkit::python(), fixture());
     let out = toolbelt_run(
         &["mcp", "call", "append_then_exit", &args, "--stdio", &stdio],
         &[],
@@ -470,7 +470,7 @@ fn serve_calls(dir: &Path, config: &Path, calls: Value, env: &[(&str, &str)]) ->
         "--mcp-config",
         config.display().to_string()
     ]);
-    let mut command = Command::new("python3");
+    let mut command = Command::new(toolbelt_testkit::python());
     command
         .arg("-c")
         .arg(CALLS_CLIENT)
@@ -627,7 +627,7 @@ fn a_stdio_server_sees_no_secrets_of_the_parent_through_mcp_or_serve() {
     assert_eq!(results[1]["text"], "gh-named-in-env-vars", "{results:?}");
 
     // A server given no configuration at all (`--stdio`) gets the core variables only.
-    let stdio = format!("python3 '{}' stdio", fixture());
+    let stdio = format!("'{}' '{}' stdio", toolbelt_testkit::python(), fixture());
     let out = toolbelt_run(
         &["mcp", "call", "env_names", "{}", "--stdio", &stdio],
         SECRETS,

@@ -42,7 +42,7 @@ fn server_suite_passes_through_serve_aggregating_the_fixture_server() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = fixture("conformance_server.py");
     let config = serde_json::json!({"mcpServers": {
-        "conformance": {"command": "python3", "args": [fixture, "stdio"]},
+        "conformance": {"command": toolbelt_testkit::python(), "args": [fixture, "stdio"]},
     }});
     let config_path = dir.path().join("mcp.json");
     std::fs::write(&config_path, config.to_string()).unwrap();

@@ -35,7 +35,11 @@ fn python_fixture() -> PathBuf {
 
 /// `python3 <fixture> stdio`, as one `--stdio` command line.
 fn python_stdio() -> String {
-    format!("python3 {} stdio", python_fixture().display())
+    format!(
+        "{} {} stdio",
+        toolbelt_testkit::python(),
+        python_fixture().display()
+    )
 }
 
 fn toolbelt(args: &[&str]) -> Command {
@@ -102,7 +106,7 @@ impl HttpServer {
     /// The Python fixture over `transport` with extra environment variables.
     fn python(transport: &str, env: &[(&str, &Path)]) -> Self {
         Self::start(|port| {
-            let mut command = Command::new("python3");
+            let mut command = Command::new(toolbelt_testkit::python());
             command
                 .arg(python_fixture())
                 .arg(transport)

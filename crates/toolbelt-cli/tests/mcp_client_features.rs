@@ -19,7 +19,7 @@ fn workspace() -> PathBuf {
 /// `python3 <fixture> stdio`, as one `--stdio` command line.
 fn features_stdio() -> String {
     let fixture = workspace().join("crates/toolbelt-mcp/tests/fixtures/client_features_server.py");
-    format!("python3 {} stdio", fixture.display())
+    format!("{} {} stdio", toolbelt_testkit::python(), fixture.display())
 }
 
 /// `toolbelt mcp call --stdio <fixture> TOOL ARGS EXTRA…` with no model configured and
@@ -181,7 +181,7 @@ impl StatusServer {
             .unwrap()
             .port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/status_server.py");
-        let child = Command::new("python3")
+        let child = Command::new(toolbelt_testkit::python())
             .arg(script)
             .args([port.to_string(), status.to_string()])
             .stdin(Stdio::null())

@@ -361,7 +361,7 @@ const ONE_PIXEL_PNG: &[u8] = &[
 
 /// Every row of the SQLite file at `db`, as SQL (read by another process: Python's sqlite3).
 fn dump(db: &std::path::Path) -> String {
-    let out = Command::new("python3")
+    let out = Command::new(toolbelt_testkit::python())
         .args([
             "-c",
             "import sqlite3, sys; print('\\n'.join(sqlite3.connect(sys.argv[1]).iterdump()))",
@@ -394,7 +394,7 @@ async fn a_session_file_locked_by_another_process_fails_the_run_before_the_model
     let before = dump(&db);
 
     // Another process holds the write lock for as long as its stdin stays open.
-    let mut holder = Command::new("python3")
+    let mut holder = Command::new(toolbelt_testkit::python())
         .args([
             "-c",
             "import sqlite3, sys\n\

@@ -101,7 +101,11 @@ async fn defer_tools_hides_the_mcp_tools_until_tool_search_loads_one() {
         assert!(!first.contains(&name.to_string()), "{name}: {first:?}");
     }
     let second = requests[1].tool_names();
-    assert!(second.contains(&"weather".to_string()), "{second:?}");
+    assert!(
+        second.contains(&"weather".to_string()),
+        "{second:?} {:?} {stderr}",
+        tool_contents(&requests[1])
+    );
     assert_eq!(second.len(), first.len() + 1, "{second:?}");
     assert!(
         tool_contents(&requests[2])[1].contains("Oslo"),

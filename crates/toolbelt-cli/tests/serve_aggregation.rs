@@ -39,7 +39,7 @@ fn a_server_that_never_answers_leaves_initialize_and_tools_list_fast_and_is_repo
     let served = Served::new();
     let args = serve_args(
         &served,
-        json!({"silent": {"command": "python3", "args": [py_server(), "silent"]}}),
+        json!({"silent": {"command": toolbelt_testkit::python(), "args": [py_server(), "silent"]}}),
     );
     let report = python_client("silent", &stdio_target(&args), &served, None);
     // The issue's requirement: SDK clients saw 30 s and 92 s here and timed out.
@@ -66,7 +66,7 @@ fn a_failed_server_is_reported_with_its_error_and_the_others_are_served() {
         &served,
         json!({
             "broken": {"command": "/no/such/mcp-server"},
-            "py": {"command": "python3", "args": [py_server(), "stdio"]},
+            "py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]},
         }),
     );
     let mut serve = RawStdio::start(toolbelt(), &args);
@@ -92,8 +92,9 @@ fn a_server_that_fails_at_first_is_tried_again_and_its_tools_appear_with_list_ch
     // Fails its first start (after leaving a marker), then starts the fixture server.
     let marker = served.path().join("flaky.started");
     let script = format!(
-        "if [ -e '{marker}' ]; then exec python3 '{py}' stdio; else touch '{marker}'; exit 1; fi",
+        "if [ -e '{marker}' ]; then exec '{python}' '{py}' stdio; else touch '{marker}'; exit 1; fi",
         marker = marker.display(),
+        python = toolbelt_testkit::python(),
         py = py_server()
     );
     let args = serve_args(
@@ -138,7 +139,7 @@ fn progress_logs_resources_prompts_and_completions_are_relayed_end_to_end() {
     let served = Served::new();
     let args = serve_args(
         &served,
-        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+        json!({"py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]}}),
     );
     let report = python_client("relay", &stdio_target(&args), &served, None);
     assert_relayed(&report);
@@ -149,7 +150,7 @@ fn the_relay_works_over_streamable_http_too() {
     let served = Served::new();
     let args = serve_args(
         &served,
-        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+        json!({"py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]}}),
     );
     let mut server = HttpServe::start(&args);
     let target = vec!["http".to_string(), server.url.clone()];
@@ -286,7 +287,7 @@ fn clashing_prompts_and_resources_are_prefixed_by_configuration_order() {
     let served = Served::new();
     // Two copies of the fixture: `zeta` comes first in the file though it sorts last, so it
     // keeps the bare names.
-    let server = json!({"command": "python3", "args": [py_server(), "stdio"]});
+    let server = json!({"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]});
     let args = serve_args_text(
         &served,
         &format!(r#"{{"mcpServers": {{"zeta": {server}, "alpha": {server}}}}}"#),
@@ -356,7 +357,7 @@ fn always_prefix_prefixes_every_aggregated_name() {
     let served = Served::new();
     let mut args = serve_args(
         &served,
-        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+        json!({"py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]}}),
     );
     args.push("--always-prefix".into());
     let mut serve = RawStdio::start(toolbelt(), &args);
@@ -385,7 +386,7 @@ fn a_restarted_server_gets_the_clients_log_level_and_subscriptions_back() {
     let served = Served::new();
     let args = serve_args(
         &served,
-        json!({"py": {"command": "python3", "args": [py_server(), "stdio"]}}),
+        json!({"py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]}}),
     );
     let mut serve = RawStdio::start(toolbelt(), &args);
     serve.wait_for_upstreams();

@@ -23,7 +23,7 @@ fn served() -> (tempfile::TempDir, Vec<String>) {
         "the client-features fixture server is missing"
     );
     let config = json!({"mcpServers": {"cf": {
-        "command": "python3", "args": [fixture.display().to_string(), "stdio"]
+        "command": toolbelt_testkit::python(), "args": [fixture.display().to_string(), "stdio"]
     }}});
     std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
     let args = vec![
@@ -37,7 +37,7 @@ fn served() -> (tempfile::TempDir, Vec<String>) {
 }
 
 fn client(scenario: &str, target: &[String], token: Option<&str>) -> Value {
-    let mut command = Command::new("python3");
+    let mut command = Command::new(toolbelt_testkit::python());
     command
         .arg(client_script("py_client_features.py"))
         .arg(scenario)

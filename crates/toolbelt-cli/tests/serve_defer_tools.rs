@@ -10,7 +10,7 @@ use serde_json::Value;
 use serve_support::*;
 
 fn client(target: &[String], served: &Served, token: Option<&str>) -> Value {
-    let mut command = Command::new("python3");
+    let mut command = Command::new(toolbelt_testkit::python());
     command
         .arg(client_script("py_defer_tools.py"))
         .args(target)

@@ -135,7 +135,7 @@ fn sigterm_ends_the_server_and_closes_the_aggregated_servers() {
     args.push("--no-auth".into());
     let mut server = HttpServe::start(&args);
     // The Python fixture server reports its own process id through toolbelt.
-    let mut command = std::process::Command::new("python3");
+    let mut command = std::process::Command::new(toolbelt_testkit::python());
     command.arg("-c").arg(PID_CLIENT).arg(&server.url);
     let report = run_client(command);
     let py_pid = report["pid"]

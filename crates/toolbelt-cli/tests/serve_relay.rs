@@ -16,8 +16,7 @@ use serve_support::*;
 /// A served directory whose `mcp.json` aggregates the Python fixture server alone.
 fn served_with_py() -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config =
-        json!({"mcpServers": {"py": {"command": "python3", "args": [py_server(), "stdio"]}}});
+    let config = json!({"mcpServers": {"py": {"command": toolbelt_testkit::python(), "args": [py_server(), "stdio"]}}});
     std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
     let args = vec![
         "serve".into(),
@@ -44,7 +43,7 @@ fn find<'a>(tools: &'a [Value], name: &str) -> &'a Value {
 
 #[test]
 fn aggregated_tools_are_listed_as_their_server_lists_them() {
-    let mut direct = RawStdio::start("python3", &[py_server(), "stdio".into()]);
+    let mut direct = RawStdio::start(toolbelt_testkit::python(), &[py_server(), "stdio".into()]);
     let upstream = direct.tools();
     let (_dir, args) = served_with_py();
     let mut serve = RawStdio::start(toolbelt(), &args);

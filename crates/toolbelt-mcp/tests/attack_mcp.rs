@@ -198,11 +198,14 @@ fn server_with_helper(dir: &Path, wrapped: bool) -> (ConnectionConfig, std::path
             "sh",
             [
                 "-c".to_string(),
-                format!("python3 '{fixture}' stdio; echo wrapper done >&2"),
+                format!(
+                    "'{}' '{fixture}' stdio; echo wrapper done >&2",
+                    toolbelt_testkit::python()
+                ),
             ],
         )
     } else {
-        TransportConfig::stdio("python3", [fixture, "stdio".to_string()])
+        TransportConfig::stdio(toolbelt_testkit::python(), [fixture, "stdio".to_string()])
     };
     let config = ConnectionConfig::new(transport)
         .with_timeout(Duration::from_secs(20))

@@ -19,7 +19,7 @@ use toolbelt_mcp::{
 fn fixture_stdio() -> ConnectionConfig {
     let script = python_fixture().with_file_name("client_features_server.py");
     ConnectionConfig::new(TransportConfig::stdio(
-        "python3",
+        toolbelt_testkit::python(),
         [script.display().to_string(), "stdio".to_string()],
     ))
     .with_timeout(Duration::from_secs(20))
@@ -279,7 +279,7 @@ async fn progress_of_a_call_reaches_the_context_that_watches_it() {
 async fn elicitation_works_over_streamable_http() {
     let port = free_port();
     let script = python_fixture().with_file_name("client_features_server.py");
-    let mut command = std::process::Command::new("python3");
+    let mut command = std::process::Command::new(toolbelt_testkit::python());
     command
         .arg(&script)
         .args(["streamable-http", &port.to_string()]);

@@ -91,7 +91,7 @@ fn streaming_chunks_become_progress_and_typed_results_structured_content() {
 
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../toolbelt-cli/tests/clients/py_client.py");
-    let output = Command::new("python3")
+    let output = Command::new(toolbelt_testkit::python())
         .arg(script)
         .args(["streaming", "http", &url])
         .output()

@@ -116,6 +116,31 @@ fn listening_socket_inodes(port: u16) -> Vec<String> {
     inodes
 }
 
+/// The Python the tests start: the virtual environment `.ci/install-peers` fills
+/// (`tests/peers/.venv`, where the `mcp` SDK and the other PyPI peers are) when it exists,
+/// else `python3` from PATH. Distribution Pythons refuse system-wide `pip install`, so the
+/// peers live in the venv; every test that starts Python asks here, so none misses it.
+///
+/// ```
+/// let python = toolbelt_testkit::python();
+/// assert!(python == "python3" || python.ends_with("/tests/peers/.venv/bin/python"));
+/// ```
+pub fn python() -> &'static str {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        // Not canonicalized: `bin/python` is a symlink to the base interpreter, and only the
+        // link's own path makes Python use the venv's packages.
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .and_then(Path::parent)
+            .map(|root| root.join("tests/peers/.venv/bin/python"));
+        match venv {
+            Some(venv) if venv.is_file() => venv.to_string_lossy().into_owned(),
+            _ => "python3".to_string(),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,7 +64,7 @@ impl Served {
         );
         let config = serde_json::json!({"mcpServers": {
             "everything": {"command": "node", "args": [everything]},
-            "py": {"command": "python3", "args": [py, "stdio"], "env": {
+            "py": {"command": toolbelt_testkit::python(), "args": [py, "stdio"], "env": {
                 // The fixture writes this file when a call of its `sleep` is cancelled.
                 "TOOLBELT_CANCEL_MARKER": dir.path().join("cancelled.marker").display().to_string(),
             }},
@@ -123,7 +123,7 @@ pub fn python_client(
     served: &Served,
     token: Option<&str>,
 ) -> Value {
-    let mut command = Command::new("python3");
+    let mut command = Command::new(toolbelt_testkit::python());
     command
         .arg(client_script("py_client.py"))
         .arg(scenario)

@@ -44,7 +44,7 @@ pub struct PyServer {
 
 impl PyServer {
     pub fn start() -> Self {
-        let ok = Command::new("python3")
+        let ok = Command::new(toolbelt_testkit::python())
             .args(["-c", "import mcp.server.fastmcp"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -58,7 +58,7 @@ impl PyServer {
         );
         let port = free_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/skill_server.py");
-        let mut child = Command::new("python3")
+        let mut child = Command::new(toolbelt_testkit::python())
             .arg(script)
             .arg(port.to_string())
             .stdin(Stdio::null())

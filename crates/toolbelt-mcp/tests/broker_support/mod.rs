@@ -16,7 +16,7 @@ pub fn echo_server(transport: &str) -> HttpServer {
     // Fails the test with the install command when the `mcp` SDK is missing.
     python_fixture();
     let port = free_port();
-    let mut command = Command::new("python3");
+    let mut command = Command::new(toolbelt_testkit::python());
     command
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broker_echo_server.py"))
         .arg(transport)

