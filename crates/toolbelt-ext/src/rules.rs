@@ -13,7 +13,8 @@
 //! total is spent nearest first, so when it runs out the farthest files are cut or left out
 //! (marked too). Files are read through the same confinement as the built-in Read, rooted
 //! at the topmost folder searched: a rules file that is a symbolic link leading out of the
-//! repository is not read (a warning says so).
+//! repository is not read (a warning says so). Outside a repository each file is confined to its own folder, and a
+//! file owned by neither the project directory's owner nor root is not read.
 
 use std::path::{Path, PathBuf};
 
@@ -131,17 +132,42 @@ pub async fn find_rules(dir: &Path, config: RulesConfig) -> Rules {
             return rules;
         }
     };
+    // Inside a repository, files are confined to it; outside one the walk may reach `/`, so
+    // each file is confined to its own folder instead.
+    let in_repository = top.join(".git").exists();
+    let owner = project_owner(&dir);
     // Read every file (bounded by the per-file cap), farthest first.
     let mut read: Vec<(PathBuf, String, usize)> = Vec::new();
     for folder in &chain {
+        let folder_ops;
+        let (ops, root) = if in_repository {
+            (&ops, top.as_path())
+        } else {
+            match LocalFileOps::new(folder) {
+                Ok(o) => {
+                    folder_ops = o;
+                    (&folder_ops, folder.as_path())
+                }
+                Err(e) => {
+                    rules.warnings.push(format!("{}: {e}", folder.display()));
+                    continue;
+                }
+            }
+        };
         let mut seen_here: Vec<String> = Vec::new();
         for name in RULE_FILE_NAMES {
             let path = folder.join(name);
             if std::fs::symlink_metadata(&path).is_err() {
                 continue;
             }
-            let relative = path.strip_prefix(top).unwrap_or(&path);
-            let text = match read_capped(&ops, &relative.to_string_lossy(), config).await {
+            if let Err(e) = check_owner(&path, owner) {
+                rules
+                    .warnings
+                    .push(format!("rules file {} not read: {e}", path.display()));
+                continue;
+            }
+            let relative = path.strip_prefix(root).unwrap_or(&path);
+            let text = match read_capped(ops, &relative.to_string_lossy(), config).await {
                 Ok(text) => text,
                 Err(e) => {
                     rules
@@ -214,6 +240,40 @@ async fn read_capped(
     let full_len = contents.bytes.len();
     let text = String::from_utf8_lossy(&contents.bytes);
     Ok((cut_at(&text, config.max_file_bytes).to_string(), full_len))
+}
+
+/// The owner of the project directory (`None` where ownership is not known).
+fn project_owner(dir: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).ok().map(|m| m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// A rules file must belong to the project's owner or to root: in a folder others may write
+/// (`/tmp` above a project outside a repository), another user could plant one (as Git
+/// refuses a repository another user owns).
+fn check_owner(path: &Path, owner: Option<u32>) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let Some(owner) = owner else { return Ok(()) };
+        let uid = std::fs::metadata(path).map_err(|e| e.to_string())?.uid();
+        if uid != owner && uid != 0 {
+            return Err(format!(
+                "it belongs to user {uid}, not to the project's owner ({owner}) or root"
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, owner);
+    Ok(())
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary.
