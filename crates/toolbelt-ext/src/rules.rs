@@ -13,8 +13,9 @@
 //! total is spent nearest first, so when it runs out the farthest files are cut or left out
 //! (marked too). Files are read through the same confinement as the built-in Read, rooted
 //! at the topmost folder searched: a rules file that is a symbolic link leading out of the
-//! repository is not read (a warning says so). Outside a repository each file is confined to its own folder, and a
-//! file owned by neither the project directory's owner nor root is not read.
+//! repository is not read (a warning says so). Outside a repository each file is confined
+//! to its own folder, and a file owned by neither the project directory's owner nor root is
+//! not read.
 
 use std::path::{Path, PathBuf};
 

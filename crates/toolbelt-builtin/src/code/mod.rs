@@ -18,7 +18,6 @@
 //! read-only mode).
 
 use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -187,15 +186,16 @@ pub(crate) fn quote(path: &Path) -> String {
 fn attach_outputs(out: &mut ToolOutput, dir: &Path) {
     let mut files = Vec::new();
     collect_files(dir, &mut files);
-    files.sort();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     if files.is_empty() {
         return;
     }
+    let found = files.len();
     let mut listing = Vec::new();
     let mut image_bytes = 0u64;
     let mut text = String::from("\nOutput files:");
-    for path in files.iter().take(MAX_LISTED_FILES) {
-        let Some((bytes, size)) = read_regular(path, MAX_IMAGE_BYTES) else {
+    for (path, file) in files.into_iter().take(MAX_LISTED_FILES) {
+        let Some((bytes, size)) = read_regular(file, MAX_IMAGE_BYTES) else {
             continue;
         };
         let mime = bytes.as_deref().and_then(image_mime);
@@ -214,10 +214,10 @@ fn attach_outputs(out: &mut ToolOutput, dir: &Path) {
         }
         listing.push(entry);
     }
-    if files.len() > MAX_LISTED_FILES {
+    if found > MAX_LISTED_FILES {
         text.push_str(&format!(
             "\n({} more files not listed)",
-            files.len() - MAX_LISTED_FILES
+            found - MAX_LISTED_FILES
         ));
     }
     if let toolbelt_core::Payload::Text(llm) = &mut out.for_llm {
@@ -228,21 +228,39 @@ fn attach_outputs(out: &mut ToolOutput, dir: &Path) {
         .insert("output_files".into(), json!(listing));
 }
 
-/// Every regular file below `dir`, never following a symlink.
-fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+/// Every regular file below `dir`, opened, with its path. No symbolic link is followed at
+/// any level, `dir` itself included: each folder and file is opened from its parent folder's
+/// descriptor with `O_NOFOLLOW`, so a program (or a thread the Python session left running)
+/// that swaps a folder for a link out, even while this runs, gets nothing from outside read.
+fn collect_files(dir: &Path, files: &mut Vec<(PathBuf, std::fs::File)>) {
+    use rustix::fs::{CWD, Dir, FileType, Mode, OFlags, fstat, openat};
+    use std::os::unix::ffi::OsStrExt as _;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let Ok(root) = openat(CWD, dir, flags | OFlags::DIRECTORY, Mode::empty()) else {
+        return;
+    };
+    let mut pending = vec![(dir.to_path_buf(), root)];
+    while let Some((folder, fd)) = pending.pop() {
+        let Ok(entries) = Dir::read_from(&fd) else {
             continue;
         };
         for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let Ok(child) = openat(&fd, name, flags, Mode::empty()) else {
+                continue; // A symbolic link (ELOOP), gone, or not readable.
+            };
+            let Ok(st) = fstat(&child) else {
                 continue;
             };
-            if kind.is_dir() {
-                pending.push(entry.path());
-            } else if kind.is_file() {
-                files.push(entry.path());
+            let path = folder.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => pending.push((path, child)),
+                FileType::RegularFile => files.push((path, std::fs::File::from(child))),
+                _ => {}
             }
             if files.len() > 10 * MAX_LISTED_FILES {
                 return;
@@ -251,14 +269,8 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// A regular file's size and, when it is at most `max` bytes, its bytes; opened without
-/// following a symlink and without blocking on a FIFO.
-fn read_regular(path: &Path, max: u64) -> Option<(Option<Vec<u8>>, u64)> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .ok()?;
+/// A regular file's size and, when it is at most `max` bytes, its bytes.
+fn read_regular(mut file: std::fs::File, max: u64) -> Option<(Option<Vec<u8>>, u64)> {
     let meta = file.metadata().ok()?;
     if !meta.is_file() {
         return None;
