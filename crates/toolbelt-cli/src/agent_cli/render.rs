@@ -29,6 +29,9 @@ const PREVIEW_CHARS: usize = 80;
 const ARGS_CHARS: usize = 60;
 /// The longest note (latest chunk or progress) on the spinner's line, in characters.
 const NOTE_CHARS: usize = 40;
+/// The spinner's label while a model call has not answered yet.
+const WAITING_FOR_MODEL: &str = "waiting for the model…";
+
 /// The longest spinner label, in characters.
 const LABEL_CHARS: usize = 110;
 
@@ -110,6 +113,8 @@ impl Renderer {
     pub async fn render(&mut self, events: &mut EventStream) -> RunSummary {
         let mut summary = RunSummary::default();
         let mut completed = false;
+        // A run starts with a model call.
+        self.waiting_for_model();
         while let Some(event) = events.recv().await {
             self.event(&event, &mut summary);
             // Child invocations end with a completion of their own; the root's is the last.
@@ -176,6 +181,9 @@ impl Renderer {
     fn human(&mut self, kind: &EventKind) {
         match kind {
             EventKind::ModelDelta { delta } if !delta.content.is_empty() => {
+                if self.live != Live::Off {
+                    self.spinner.hide();
+                }
                 match self.live {
                     Live::Stdout => self.write_stdout(&delta.content),
                     Live::Stderr => self.write_stderr(&delta.content),
@@ -277,14 +285,23 @@ impl Renderer {
         self.update_spinner();
     }
 
-    /// The spinner names the calls still running ([`spinner_label`]); it stops when none is.
+    /// The spinner names the calls still running ([`spinner_label`]); when none is, the
+    /// results go back to the model, which is waited for next.
     fn update_spinner(&self) {
         if self.format == Format::Json {
             return;
         }
         match spinner_label(&self.calls) {
             Some(label) => self.spinner.show(label),
-            None => self.spinner.hide(),
+            None => self.waiting_for_model(),
+        }
+    }
+
+    /// Spins while the model has not answered (its first token can take seconds, its
+    /// retries longer); the first text shown, the answer or an error ends it.
+    fn waiting_for_model(&self) {
+        if self.format == Format::Human {
+            self.spinner.show(WAITING_FOR_MODEL.to_string());
         }
     }
 
