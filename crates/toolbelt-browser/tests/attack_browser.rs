@@ -293,3 +293,92 @@ Promise.all(waits).then(() => {{ document.title = "done"; }});
     );
     set.close().await.unwrap();
 }
+
+/// A hostile allowed server that ignores `Connection: close` and keeps its connection open:
+/// the proxy must not let the browser send a request for another host down that connection
+/// (where the hostile server would answer it as that host).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_alive_upstream_never_gets_a_request_for_another_host() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (other_port, other_hits) = {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.4", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (port, tcp_counter(listener).await)
+    };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end + 4);
+                        let line = head.lines().next().unwrap_or_default().to_string();
+                        log.lock().unwrap().push(line.clone());
+                        let body = if line.contains("/page") {
+                            format!(
+                                "<html><head><title>page</title></head><body><script>\
+                                 setTimeout(() => fetch('http://127.0.0.4:{other_port}/b', \
+                                 {{mode: 'no-cors'}}).finally(() => {{ document.title = 'done'; }}), 300);\
+                                 </script></body></html>"
+                            )
+                        } else {
+                            "from A".to_string()
+                        };
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
+                             Access-Control-Allow-Origin: *\r\nConnection: keep-alive\r\n\
+                             Content-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(response.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let set = BrowserToolSet::new(
+        BrowserOptions::default()
+            .with_chromium(chromium())
+            .with_addresses(AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap())),
+    );
+    call(
+        &set,
+        "browser_navigate",
+        &format!(r#"{{"url":"http://127.0.0.1:{port}/page"}}"#),
+    )
+    .await
+    .unwrap();
+    snapshot_until(&set, "Page: done").await;
+    let lines = seen.lock().unwrap().clone();
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains("127.0.0.4") && !l.contains("/b ")),
+        "the hostile server got another host's request: {lines:?}"
+    );
+    assert!(
+        other_hits.load(Ordering::SeqCst) >= 1,
+        "the fetch went nowhere"
+    );
+    set.close().await.unwrap();
+}
