@@ -141,9 +141,9 @@ mod openai;
 mod request;
 mod response;
 mod retry;
-mod trace;
 #[cfg(feature = "test-server")]
 pub mod testing;
+mod trace;
 mod wire;
 
 pub use assemble::MessageAssembler;
