@@ -67,6 +67,7 @@
 
 #![warn(missing_docs)]
 
+mod canonical;
 mod context;
 mod declaration;
 pub mod env;
@@ -82,6 +83,7 @@ mod stream;
 mod tool;
 mod toolset;
 
+pub use canonical::write_canonical_json;
 pub use context::{Extensions, ToolContext};
 pub use declaration::{Declaration, ToolMeta, empty_object_schema, required_properties};
 pub use env::{EnvPolicy, Inherit};

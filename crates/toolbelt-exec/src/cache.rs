@@ -285,7 +285,7 @@ impl Middleware for ResultCache {
 /// no two different triples make the same text.
 fn cache_key(name: &str, args: &Value, fingerprint: &str) -> Arc<str> {
     let mut canonical = String::new();
-    write_canonical(&mut canonical, args);
+    toolbelt_core::write_canonical_json(&mut canonical, args);
     format!(
         "{}:{name}{}:{canonical}{}:{fingerprint}",
         name.len(),
@@ -293,50 +293,6 @@ fn cache_key(name: &str, args: &Value, fingerprint: &str) -> Arc<str> {
         fingerprint.len()
     )
     .into()
-}
-
-/// Compact JSON with object keys sorted at every level, whatever order the map keeps. Uses
-/// an explicit stack, so deeply nested arguments cannot overflow the thread's stack.
-fn write_canonical(out: &mut String, value: &Value) {
-    enum Step<'a> {
-        Value(&'a Value),
-        Text(&'static str),
-        Key(&'a str),
-    }
-    let mut stack = vec![Step::Value(value)];
-    while let Some(step) = stack.pop() {
-        match step {
-            Step::Text(text) => out.push_str(text),
-            Step::Key(key) => {
-                out.push_str(&Value::String(key.to_string()).to_string());
-                out.push(':');
-            }
-            Step::Value(Value::Array(items)) => {
-                out.push('[');
-                stack.push(Step::Text("]"));
-                for (i, item) in items.iter().enumerate().rev() {
-                    stack.push(Step::Value(item));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-            Step::Value(Value::Object(map)) => {
-                out.push('{');
-                stack.push(Step::Text("}"));
-                let mut keys: Vec<(&String, &Value)> = map.iter().collect();
-                keys.sort_by(|a, b| a.0.cmp(b.0));
-                for (i, (key, item)) in keys.into_iter().enumerate().rev() {
-                    stack.push(Step::Value(item));
-                    stack.push(Step::Key(key));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-            Step::Value(scalar) => out.push_str(&scalar.to_string()),
-        }
-    }
 }
 
 /// The estimated size of an output in memory: its texts, blocks and structured JSON.
@@ -380,7 +336,7 @@ mod tests {
     fn canonical_json_sorts_keys_at_every_level() {
         let a: Value = serde_json::from_str(r#"{"b":[{"y":1,"x":2}],"a":"\"q\""}"#).unwrap();
         let mut out = String::new();
-        write_canonical(&mut out, &a);
+        toolbelt_core::write_canonical_json(&mut out, &a);
         assert_eq!(out, r#"{"a":"\"q\"","b":[{"x":2,"y":1}]}"#);
     }
 
@@ -391,7 +347,7 @@ mod tests {
             value = Value::Array(vec![value]);
         }
         let mut out = String::new();
-        write_canonical(&mut out, &value);
+        toolbelt_core::write_canonical_json(&mut out, &value);
         assert_eq!(out.len(), 100_000 * 2 + 4);
         // Dropping a deep Value recurses in serde_json; leak it instead of overflowing.
         std::mem::forget(value);

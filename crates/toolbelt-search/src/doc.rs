@@ -73,7 +73,7 @@ impl ToolDoc {
         field(self.name.as_bytes());
         field(self.description.as_bytes());
         let mut canonical = String::new();
-        write_canonical(&self.parameters, &mut canonical);
+        toolbelt_core::write_canonical_json(&mut canonical, &self.parameters);
         field(canonical.as_bytes());
         let digest = hasher.finalize();
         let mut hex = String::with_capacity(digest.len() * 2);
@@ -144,50 +144,6 @@ impl ToolDoc {
             }
         }
         out
-    }
-}
-
-/// Writes `value` as JSON with object keys sorted, without recursion (an explicit stack), so
-/// the hash does not depend on key order or on serde_json's map features.
-fn write_canonical(value: &Value, out: &mut String) {
-    enum Step<'a> {
-        Value(&'a Value),
-        Text(&'static str),
-        Key(&'a str),
-    }
-    let mut stack = vec![Step::Value(value)];
-    while let Some(step) = stack.pop() {
-        match step {
-            Step::Text(t) => out.push_str(t),
-            Step::Key(k) => {
-                out.push_str(&Value::String(k.to_owned()).to_string());
-                out.push(':');
-            }
-            Step::Value(Value::Array(items)) => {
-                out.push('[');
-                stack.push(Step::Text("]"));
-                for (i, item) in items.iter().enumerate().rev() {
-                    stack.push(Step::Value(item));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-            Step::Value(Value::Object(map)) => {
-                out.push('{');
-                stack.push(Step::Text("}"));
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                for (i, (k, v)) in entries.into_iter().enumerate().rev() {
-                    stack.push(Step::Value(v));
-                    stack.push(Step::Key(k));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-            Step::Value(scalar) => out.push_str(&scalar.to_string()),
-        }
     }
 }
 
