@@ -18,7 +18,7 @@ use toolbelt_exec::ExecutionFilter;
 use toolbelt_model::Message;
 use toolbelt_model::testing::{Reply, ScriptedServer};
 
-mod agent_support;
+use crate::agent_support;
 
 use agent_support::*;
 

@@ -18,7 +18,7 @@ use toolbelt_exec::{BeforeAction, HookCall, Timeout};
 use toolbelt_model::Request;
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
 
-mod agent_support;
+use crate::agent_support;
 
 use agent_support::*;
 

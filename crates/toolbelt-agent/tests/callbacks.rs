@@ -1,6 +1,6 @@
 //! Callbacks on an agent and plugins on a runner, against the scripted model server.
 
-mod agent_support;
+use crate::agent_support;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -17,7 +17,7 @@ use toolbelt_core::{FunctionTool, ToolContext, ToolError};
 use toolbelt_model::Message;
 use toolbelt_model::testing::{Reply, ScriptedServer};
 
-mod agent_support;
+use crate::agent_support;
 
 use agent_support::*;
 

@@ -20,7 +20,7 @@ use toolbelt_exec::{ExecutionMode, Executor, Registry};
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
 use toolbelt_model::{OpenAiConfig, OpenAiModel};
 
-mod agent_support;
+use crate::agent_support;
 
 use agent_support::*;
 

@@ -2,7 +2,7 @@
 //! index (BM25) selection, fail open / fail closed, usage, deferred tools and `tool_search`,
 //! and the incremental index update when a tool set's listing changes.
 
-mod agent_support;
+use crate::agent_support;
 
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,7 @@
 //! `file:` and WebRTC/WebTransport aimed around the egress proxy. Each target is a raw TCP (or
 //! UDP) listener that counts what arrives, so any way in is seen, whatever the protocol.
 
-mod browser_support;
+use crate::browser_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! The browser tools against a real Chromium and pages served on 127.0.0.1 by the test.
 
-mod browser_support;
+use crate::browser_support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //! "Outside" always holds a marker string and a file name that appear nowhere in the base:
 //! an attack succeeds if either shows up in any result.
 
-mod files_support;
+use crate::files_support;
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};

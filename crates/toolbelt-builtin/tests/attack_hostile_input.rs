@@ -8,8 +8,8 @@
 //! `<b>` overflowed 2 MiB; a converter that still recursed per level would overflow 256 KiB
 //! long before 10,000 levels.
 
-mod files_support;
-mod web_support;
+use crate::files_support;
+use crate::web_support;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! on one directory, a same-size change with its mtime put back, and a huge file the
 //! writers must refuse without reading. Every change reported as done must be in the file.
 
-mod files_support;
+use crate::files_support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! tests need (cgroup v2 with `cgroup.kill`, Landlock ABI 6+, seccomp) are present on the
 //! machines CI runs on; where one is missing the test fails with the reason.
 
-mod shell_support;
+use crate::shell_support;
 
 use std::io::ErrorKind;
 use std::path::Path;

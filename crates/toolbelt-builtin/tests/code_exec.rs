@@ -2,7 +2,7 @@
 //! produced image returned as an image block, the sandbox refusing a write outside the base,
 //! and the read-only rule.
 
-mod shell_support;
+use crate::shell_support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! symlinks to outside (at the top and inside a subdirectory), and a symlink swapped in
 //! after the path was checked.
 
-mod files_support;
+use crate::files_support;
 
 use std::os::unix::fs::symlink;
 

@@ -1,7 +1,7 @@
 //! NotebookEdit on a real nbformat 4.5 notebook written by hand, validated afterwards with
 //! the nbformat package from PyPI (tests/peers/requirements.txt).
 
-mod files_support;
+use crate::files_support;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! Read on real files: numbering, paging, long lines, metadata, encodings, line endings,
 //! binary refusal, images, notebooks and the size limit.
 
-mod files_support;
+use crate::files_support;
 
 use files_support::{call_err, call_ok, set_on};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Write and Edit on real files: read-before-write, external changes, atomicity and modes,
 //! uniqueness, replace_all, CRLF, missing final newlines, quotes, creation and diffs.
 
-mod files_support;
+use crate::files_support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -2,7 +2,7 @@
 //! `rg --sort path` and `fd --glob | sort`, both backends identical, ordering and limits
 //! stable across 20 runs, ignore rules, paging and errors.
 
-mod files_support;
+use crate::files_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

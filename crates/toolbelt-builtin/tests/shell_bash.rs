@@ -1,6 +1,6 @@
 //! The Bash tool against real child processes.
 
-mod shell_support;
+use crate::shell_support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The command policy, applied by the Bash tool.
 
-mod shell_support;
+use crate::shell_support;
 
 use serde_json::json;
 use shell_support::*;

@@ -1,6 +1,6 @@
 //! The Landlock sandbox, on the running kernel.
 
-mod shell_support;
+use crate::shell_support;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Background tasks: Bash with run_in_background, TaskOutput and TaskStop.
 
-mod shell_support;
+use crate::shell_support;
 
 use serde_json::json;
 use shell_support::*;

@@ -1,7 +1,7 @@
 //! WebFetch against real HTTP servers on 127.0.0.1.
 #![cfg(feature = "web")]
 
-mod web_support;
+use crate::web_support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! those services, so nothing could be recorded from them.
 #![cfg(feature = "web")]
 
-mod web_support;
+use crate::web_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! tools on a real temp directory; every mistake in the file is refused before the model is
 //! asked anything.
 
-mod run_support;
+use crate::run_support;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! (a pseudo-terminal here, as a person's shell would give), refused with a message when
 //! there is no terminal to ask on, skipped with `--yes` or `--approval never`.
 
-mod run_support;
+use crate::run_support;
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 //! 127.0.0.1 (a non-loopback address is only ever bound to check the refusal; no traffic is
 //! sent to one).
 
-mod serve_support;
+use crate::serve_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! so a `SameSite=Strict` cookie travels with its requests), an opaque `null` origin, a
 //! form-style body, and the token looked for in the server's own log at the most verbose level.
 
-mod ui_support;
+use crate::ui_support;
 
 use std::process::Stdio;
 

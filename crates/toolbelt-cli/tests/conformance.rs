@@ -11,7 +11,7 @@
 //! fails when a check not listed fails (a regression) and when a listed one no longer fails (so
 //! the list stays true). Each run prints the figures BENCHMARKS.md ("MCP conformance") records.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -4,7 +4,7 @@
 //! `chat` model spans and `execute_tool` tool spans arrive in one trace, linked parent to child,
 //! with the GenAI attributes; also after a failed model call and after SIGINT.
 
-mod run_support;
+use crate::run_support;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! `toolbelt run` and `toolbelt chat` end to end: the built binary against the scripted
 //! OpenAI-compatible server on 127.0.0.1, with the built-in tools on a real temp directory.
 
-mod run_support;
+use crate::run_support;
 
 use std::process::{Command, Stdio};
 

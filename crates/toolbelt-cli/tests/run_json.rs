@@ -1,7 +1,7 @@
 //! `toolbelt run --json`: stdout carries the run's events, one JSON object per line, in the
 //! `toolbelt::agent::Event` serde form (a stable format scripts parse), and nothing else.
 
-mod run_support;
+use crate::run_support;
 
 use run_support::{output, project, read_file, text, toolbelt};
 use toolbelt::agent::{ErrorKind, Event, EventKind};

@@ -1,7 +1,7 @@
 //! `toolbelt run --tool-search METHOD --max-tools N` and `--defer-tools` against the scripted
 //! model server: what the model is offered, read from the requests it received.
 
-mod run_support;
+use crate::run_support;
 
 use std::path::Path;
 

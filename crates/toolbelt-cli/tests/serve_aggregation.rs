@@ -4,7 +4,7 @@
 //! (progress, log messages, resources, templates, subscriptions, prompts, completions,
 //! content annotations).
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::{Value, json};
 use serve_support::*;

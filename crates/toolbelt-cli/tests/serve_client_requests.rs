@@ -7,7 +7,7 @@
 //! are serve's `--dir`. With two clients on one HTTP server, a request goes to the client
 //! whose call made it, never to the other one.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::process::Command;
 

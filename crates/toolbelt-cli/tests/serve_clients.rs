@@ -2,7 +2,7 @@
 //! streamable HTTP, and the TypeScript SDK from npm. Each lists the tools and calls Read, Grep
 //! and tools of the aggregated servers (npm's everything server and a Python SDK server).
 
-mod serve_support;
+use crate::serve_support;
 
 use serde_json::Value;
 use serve_support::*;

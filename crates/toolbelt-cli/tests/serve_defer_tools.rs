@@ -2,7 +2,7 @@
 //! `tool_search` instead of the aggregated servers' tools; a search loads what it finds into
 //! that client's session only, and the client hears `notifications/tools/list_changed`.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::process::Command;
 

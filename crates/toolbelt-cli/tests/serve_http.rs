@@ -2,7 +2,7 @@
 //! SIGTERM that closes the aggregated servers. Tests about other things than the token serve
 //! loopback with `--no-auth`; `attack_serve.rs` attacks the defaults.
 
-mod serve_support;
+use crate::serve_support;
 
 use serve_support::*;
 

@@ -5,7 +5,7 @@
 //! stdio and HTTP. The JSON-RPC is written by hand so nothing between the test and the wire
 //! normalises it.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::io::Read;
 use std::path::Path;

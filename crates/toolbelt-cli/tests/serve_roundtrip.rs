@@ -2,7 +2,7 @@
 //! server half), over stdio and streamable HTTP; plus the stdio discipline (nothing but
 //! protocol on stdout) and the `--tools` / `--exclude-tools` filters.
 
-mod serve_support;
+use crate::serve_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! `toolbelt skills list|show` and the skills and project rules `run` puts into the
 //! instructions (`--no-rules`, `--skills-dir`), with the built binary and the scripted model.
 
-mod run_support;
+use crate::run_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -5,11 +5,11 @@
 //!
 //! ```text
 //! TOOLBELT_BENCH_MCP_CONFIG=/tmp/bench-peers/mcp.json \
-//!   cargo test -p toolbelt-cli --test tool_search_prompt_bytes -- --ignored --nocapture
+//!   cargo test -p toolbelt-cli --test cli tool_search_prompt_bytes:: -- --ignored --nocapture
 //! ```
 //! Without the variable, the servers in `tests/peers` (everything, filesystem, Playwright).
 
-mod run_support;
+use crate::run_support;
 
 use std::path::Path;
 

@@ -10,7 +10,7 @@
 //! With `TOOLBELT_UI_SCREENSHOTS=1` the script saves screenshots of the main views to
 //! `docs/ui-*.png` (the README's "Web UI" section shows them).
 
-mod ui_support;
+use crate::ui_support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! delivering what another process commits, the chat endpoint, the token and address rules,
 //! and `serve --ui`'s list of calls.
 
-mod ui_support;
+use crate::ui_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;

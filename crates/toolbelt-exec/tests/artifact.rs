@@ -1,6 +1,6 @@
 //! Artifact offload and the artifact_read tool.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Scheduling batches of tool calls.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! Calls of tools not declared concurrency-safe never overlap on one tool set, whichever way
 //! they reach the executor; concurrency-safe calls never wait for them.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

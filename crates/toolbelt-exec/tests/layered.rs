@@ -1,6 +1,6 @@
 //! Layered registries: an agent's tools over shared tools.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

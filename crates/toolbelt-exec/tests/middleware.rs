@@ -1,6 +1,6 @@
 //! The built-in middleware: timeout, retry and audit.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -1,6 +1,6 @@
 //! The `invoke_tool` pipeline, step by step.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

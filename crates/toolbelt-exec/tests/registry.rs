@@ -1,6 +1,6 @@
 //! The registry: registration, tool sets, snapshots, and readers that never wait.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

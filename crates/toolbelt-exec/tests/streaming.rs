@@ -1,7 +1,7 @@
 //! Streamed batches: chunks and progress as they happen, one `Done` per call as it ends, and
 //! the same hooks and middleware as for any call.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

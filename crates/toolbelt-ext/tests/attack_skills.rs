@@ -3,7 +3,7 @@
 //! folder above the project, SKILL.md front matter built to exhaust the parser, and FIFOs
 //! where a file is expected.
 
-mod ext_support;
+use crate::ext_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

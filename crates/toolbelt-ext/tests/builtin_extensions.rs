@@ -2,7 +2,7 @@
 //! becomes a tool set the model calls; Read's second identical call is answered from the
 //! cache.
 
-mod ext_support;
+use crate::ext_support;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The Extension trait end to end: what an extension contributes reaches the model's
 //! request and the tool pipeline in the documented order; init and close failures.
 
-mod ext_support;
+use crate::ext_support;
 
 use std::sync::{Arc, Mutex};
 

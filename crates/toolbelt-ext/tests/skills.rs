@@ -1,7 +1,7 @@
 //! Skills: found in their folders, listed by name and description only, loaded on demand,
 //! their files readable inside the skill folder and nowhere else; front matter errors.
 
-mod ext_support;
+use crate::ext_support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! loaded, and only the tools its allowed-tools lists (a FastMCP server from the Python SDK
 //! over streamable HTTP on 127.0.0.1).
 
-mod ext_support;
+use crate::ext_support;
 
 use toolbelt_agent::Extension;
 use toolbelt_core::{DynTool, ToolContext};

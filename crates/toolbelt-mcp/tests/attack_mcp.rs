@@ -5,7 +5,7 @@
 //! `append_then_exit` tool appends a line to a file and, the first time, kills its own
 //! process before answering, so the file tells how many times the call reached a server.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

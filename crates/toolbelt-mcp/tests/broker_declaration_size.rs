@@ -7,10 +7,10 @@
 //! the broker's discovery costs when the model uses it: the `mcp_list_tools` result of each
 //! server and the `mcp_inspect_tools` result for one tool.
 //!
-//! Rerun: `cargo test --workspace --test broker_declaration_size -- --ignored --nocapture`
+//! Rerun: `cargo test -p toolbelt-mcp --test mcp broker_declaration_size:: -- --ignored --nocapture`
 
-mod broker_support;
-mod common;
+use crate::broker_support;
+use crate::common;
 
 use serde_json::{Value, json};
 use toolbelt_core::{Declaration, ToolContext, ToolSet};

@@ -1,8 +1,8 @@
 //! The broker against the npm `server-everything`, configured by name over stdio: the
 //! discovery flow, its errors, and the life of pooled connections.
 
-mod broker_support;
-mod common;
+use crate::broker_support;
+use crate::common;
 
 use std::time::Duration;
 

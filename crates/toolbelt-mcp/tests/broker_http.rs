@@ -2,8 +2,8 @@
 //! (`tests/fixtures/broker_echo_server.py`) over streamable HTTP and SSE, and raw loopback
 //! listeners for the cases where no connection may happen or no answer comes.
 
-mod broker_support;
-mod common;
+use crate::broker_support;
+use crate::common;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! server written with the Python `mcp` SDK (tests/fixtures/client_features_server.py) that
 //! reports what the client answered.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Faults: dead servers, restarted servers, silent servers, garbage and missing commands.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Static headers per server and the per-request header injector, seen by a real HTTP server
 //! (the Python fixture's `header` tool echoes a header of the request that carried the call).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! Against `@modelcontextprotocol/server-everything` from npm over stdio, SSE and streamable
 //! HTTP: listing, arguments, images, structured results, isError, timeouts and close.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

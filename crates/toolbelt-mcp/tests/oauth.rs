@@ -4,7 +4,7 @@
 //! connection uses without a new login; a forged `state` and a foreign issuer refused.
 #![cfg(feature = "server")]
 
-mod oauth_support;
+use crate::oauth_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

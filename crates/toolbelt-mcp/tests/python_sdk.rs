@@ -1,7 +1,7 @@
 //! Against a server written with the Python `mcp` SDK (tests/fixtures/py_server.py) over
 //! stdio, SSE (whose endpoint path differs from the npm server's) and streamable HTTP.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

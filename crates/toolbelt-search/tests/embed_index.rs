@@ -2,7 +2,7 @@
 //! sync embeds and reuses, what search returns, what a failed sync keeps; the SQLite cache
 //! across reopening, and its errors for files that are not a cache or are locked.
 
-mod embed_support;
+use crate::embed_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,7 +7,7 @@
 
 #![cfg(feature = "local-embedder")]
 
-mod embed_support;
+use crate::embed_support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
