@@ -141,6 +141,41 @@ pub fn python() -> &'static str {
     })
 }
 
+/// The address of a service that `.ci/start-services` starts on loopback for the tests
+/// (PostgreSQL, Redis, an S3 endpoint), from the environment variable `var` or else
+/// `default`. Panics with the start hint when nothing listens there: a test that needs a
+/// server never passes without one.
+///
+/// ```no_run
+/// let url = toolbelt_testkit::service_url(
+///     "TOOLBELT_TEST_REDIS_URL",
+///     "redis://127.0.0.1:6379",
+/// );
+/// assert!(url.starts_with("redis://"));
+/// ```
+pub fn service_url(var: &str, default: &str) -> String {
+    let url = std::env::var(var).unwrap_or_else(|_| default.to_string());
+    let authority = url.split("://").nth(1).unwrap_or(&url);
+    let host_port = authority
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .rsplit('@')
+        .next()
+        .unwrap_or_default();
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(host_port)
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+        });
+    assert!(
+        reachable,
+        "nothing listens at {url} ({var}): start the test services with `bash .ci/start-services`"
+    );
+    url
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
