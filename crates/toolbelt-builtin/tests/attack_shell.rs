@@ -362,7 +362,11 @@ async fn secrets_in_the_parent_environment_never_reach_bash() {
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "secrets_in_the_parent_environment_never_reach_bash",
+            toolbelt_testkit::test_name(
+                module_path!(),
+                "secrets_in_the_parent_environment_never_reach_bash",
+            )
+            .as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -153,7 +153,11 @@ async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_
     let child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_a_login",
+            toolbelt_testkit::test_name(
+                module_path!(),
+                "tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_a_login",
+            )
+            .as_str(),
             "--nocapture",
         ])
         .env(CHILD_URL, &world.mcp_url)

@@ -176,6 +176,38 @@ pub fn service_url(var: &str, default: &str) -> String {
     url
 }
 
+/// Fails the test with the install hint unless [`python()`] can import the Python `mcp` SDK,
+/// which the Python MCP fixture servers are written with.
+pub fn require_python_mcp_sdk() {
+    let ok = std::process::Command::new(python())
+        .args(["-c", "import mcp.server.fastmcp"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        ok,
+        "python3 with the `mcp` SDK is required; install it with \
+         `pip install -r tests/peers/requirements.txt` (or run .ci/install-peers)"
+    );
+}
+
+/// The name the test harness knows a test by, for running that test alone in a child
+/// process (`current_exe()` with `--exact NAME`): the test's module path inside its test
+/// binary, then the function's name. Pass `module_path!()` from the test's own module.
+///
+/// ```
+/// // In `tests/main.rs`'s module `attack_shell` of a test target named `builtin`:
+/// let name = toolbelt_testkit::test_name("builtin::attack_shell", "secrets_stay_out");
+/// assert_eq!(name, "attack_shell::secrets_stay_out");
+/// ```
+pub fn test_name(module_path: &str, function: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_crate, module)) => format!("{module}::{function}"),
+        None => function.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
