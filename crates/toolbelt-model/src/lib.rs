@@ -70,6 +70,10 @@
 //! for longer than the idle timeout ends with an error (the caller has already seen its
 //! deltas).
 //!
+//! [`OpenAiConfig::with_retry_observer`] hears of each retry before its wait ([`RetryNotice`]:
+//! the attempt, why it failed, how long until the next), to show a user why nothing arrives;
+//! the client itself prints nothing.
+//!
 //! So a dead server fails in under a minute with the defaults: one that accepts connections
 //! and never answers costs two attempts of 25 s and one wait of at most 1 s (≤ 51 s); one that
 //! drops packets, two connect timeouts of 10 s (≤ 21 s); any mix with fast failures (refused
@@ -156,4 +160,5 @@ pub use openai::{
 };
 pub use request::{GenerationConfig, Request, ToolChoice};
 pub use response::{Delta, FinishReason, Response, ToolCallDelta, Usage};
+pub use retry::{RetryNotice, RetryObserver};
 pub use toolbelt_core::RetryPolicy;

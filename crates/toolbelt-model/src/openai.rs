@@ -16,7 +16,7 @@ use toolbelt_core::RetryPolicy;
 
 use crate::assemble::MessageAssembler;
 use crate::model::ResponseStream;
-use crate::retry::retry_after;
+use crate::retry::{RetryNotice, RetryObserver, retry_after};
 use crate::wire;
 use crate::{FinishReason, Message, Model, ModelError, Request, Response, Usage};
 
@@ -88,6 +88,8 @@ pub struct OpenAiConfig {
     /// [`ENV_MODEL_IMAGES`]`=0` turns it off. A server that refuses a request with images
     /// (400) turns it off for this client from then on.
     pub accepts_images: bool,
+    /// Told of each retry before its wait (see [`RetryObserver`]). Default: none.
+    pub on_retry: Option<RetryObserver>,
 }
 
 impl OpenAiConfig {
@@ -104,6 +106,7 @@ impl OpenAiConfig {
             idle_timeout: IDLE_TIMEOUT,
             retry: RetryPolicy::default(),
             accepts_images: true,
+            on_retry: None,
         }
     }
 
@@ -161,6 +164,12 @@ impl OpenAiConfig {
     /// Sets the retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Sets the observer told of each retry before its wait.
+    pub fn with_retry_observer(mut self, observer: RetryObserver) -> Self {
+        self.on_retry = Some(observer);
         self
     }
 
@@ -258,6 +267,12 @@ impl OpenAiModel {
         Self::new(OpenAiConfig::from_env()?)
     }
 
+    /// Sets the observer told of each retry before its wait ([`OpenAiConfig::on_retry`]).
+    pub fn with_retry_observer(mut self, observer: RetryObserver) -> Self {
+        self.config.on_retry = Some(observer);
+        self
+    }
+
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
@@ -269,7 +284,9 @@ impl OpenAiModel {
         let policy = &self.config.retry;
         let mut delays = policy.delays();
         let mut timed_out = 0;
+        let mut attempt = 0;
         loop {
+            attempt += 1;
             let (error, asked) = match self.send_once(body).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
@@ -285,6 +302,14 @@ impl OpenAiModel {
             };
             let delay = policy.delay_for(asked, computed);
             tracing::debug!(%error, ?delay, "retrying the model call");
+            if let Some(observer) = &self.config.on_retry {
+                observer.notify(&RetryNotice {
+                    attempt,
+                    max_attempts: policy.max_retries.saturating_add(1),
+                    error: &error,
+                    delay,
+                });
+            }
             tokio::time::sleep(delay).await;
         }
     }

@@ -7,7 +7,7 @@ use toolbelt_core::Declaration;
 use toolbelt_model::testing::{Reply, ScriptedServer};
 use toolbelt_model::{
     ContentPart, FinishReason, GenerationConfig, Message, Model, ModelError, OpenAiConfig,
-    OpenAiModel, Request, Response, RetryPolicy, ToolCall, ToolChoice,
+    OpenAiModel, Request, Response, RetryObserver, RetryPolicy, ToolCall, ToolChoice,
 };
 
 fn fast_retries() -> RetryPolicy {
@@ -143,6 +143,44 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
         "made it"
     );
     assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn the_retry_observer_hears_each_retry_with_its_reason_and_wait() {
+    let server = ScriptedServer::start([
+        Reply::rate_limited("0.2"),
+        Reply::status(503, "overloaded"),
+        Reply::text("made it"),
+    ])
+    .await
+    .unwrap();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let observer = RetryObserver::new(move |notice| {
+        let status = match notice.error {
+            ModelError::Status { status, .. } => *status,
+            _ => 0,
+        };
+        let entry = (notice.attempt, notice.max_attempts, status, notice.delay);
+        log.lock().unwrap().push(entry);
+    });
+    let config = OpenAiConfig::new(server.base_url(), "m").with_retry(fast_retries());
+    let model = OpenAiModel::new(config)
+        .unwrap()
+        .with_retry_observer(observer);
+    let responses = collect(&model, streaming(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        responses.last().unwrap().message.as_ref().unwrap().content,
+        "made it"
+    );
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    // The first wait is the server's Retry-After; the second is the policy's backoff.
+    assert_eq!(heard[0], (1, 3, 429, Duration::from_millis(200)));
+    assert_eq!((heard[1].0, heard[1].1, heard[1].2), (2, 3, 503));
+    assert!(heard[1].3 <= Duration::from_millis(5), "{heard:?}");
 }
 
 #[tokio::test]
