@@ -171,6 +171,8 @@ pub use artifact::{
     ArtifactSlice, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_BYTES,
     DEFAULT_READ_LENGTH, DynArtifactStore, FsArtifactStore, MemoryArtifactStore,
 };
+#[cfg(feature = "s3")]
+pub use artifact::{S3ArtifactStore, S3ArtifactStoreBuilder};
 pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets};
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
 pub use cache::{CACHE_META_KEY, CacheStats, ResultCache};

@@ -1,11 +1,23 @@
 //! Artifact offload: large results go to a store; the model sees a preview and a reference
 //! it can read back with the `artifact_read` tool, the user keeps the full result.
+//!
+//! The stores: [`MemoryArtifactStore`] and [`FsArtifactStore`] on this machine ([`local`]),
+//! and with the feature `s3` [`S3ArtifactStore`] on S3-compatible object storage ([`s3`]),
+//! which several processes or machines can share. All of them check ids the same way and
+//! cut reads through one function, so a read returns the same slice from every store.
 
-use std::collections::{HashMap, HashSet};
+mod local;
+#[cfg(feature = "s3")]
+mod s3;
+
+use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+pub use local::{FsArtifactStore, MemoryArtifactStore};
+#[cfg(feature = "s3")]
+pub use s3::{S3ArtifactStore, S3ArtifactStoreBuilder};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -82,26 +94,79 @@ pub trait ArtifactStore: Send + Sync {
 /// A shared artifact store.
 pub type DynArtifactStore = Arc<dyn ArtifactStore>;
 
-/// Cuts `text[offset..offset + length]` at character boundaries (the start moves back, the
-/// end moves back, but at least one character is returned when there is one).
-fn slice_text(text: &str, offset: usize, length: usize) -> ArtifactSlice {
-    let total_bytes = text.len();
-    let mut start = offset.min(total_bytes);
-    while !text.is_char_boundary(start) {
+/// The most bytes one UTF-8 character takes.
+const MAX_CHAR_BYTES: usize = 4;
+
+/// Cuts `text[offset..offset + length]` at character boundaries (see [`slice_window`]).
+fn slice_text(text: &str, offset: usize, length: usize) -> Result<ArtifactSlice, ToolError> {
+    slice_window(text.as_bytes(), 0, text.len(), offset, length)
+}
+
+/// The bytes of an artifact a read must have to cut `offset..offset + length` at character
+/// boundaries: up to 3 bytes before (the start moves back to a boundary) and 4 after (the end
+/// is checked for a boundary, or grows to one whole character). The end may pass the
+/// artifact's end; a store clamps it.
+fn window_for(offset: usize, length: usize) -> std::ops::Range<usize> {
+    offset.saturating_sub(MAX_CHAR_BYTES - 1)
+        ..offset.saturating_add(length).saturating_add(MAX_CHAR_BYTES)
+}
+
+/// Cuts `offset..offset + length` of an artifact of `total_bytes` bytes out of `window`, the
+/// artifact's bytes from `window_start` on, at character boundaries: the start moves back
+/// to one, the end moves back to one, but at least one character is returned when there is
+/// one; an offset past the end gives an empty slice at the end.
+///
+/// Every store cuts through this one function, so a ranged read from object storage (given
+/// the bytes of [`window_for`]) returns exactly what reading the whole artifact would. Bytes
+/// that are not UTF-8 (an object changed behind the store's back) are an error, not a panic.
+fn slice_window(
+    window: &[u8],
+    window_start: usize,
+    total_bytes: usize,
+    offset: usize,
+    length: usize,
+) -> Result<ArtifactSlice, ToolError> {
+    let window_end = window_start
+        .saturating_add(window.len())
+        .min(total_bytes)
+        .max(window_start);
+    let byte_at = |at: usize| {
+        (window_start..window_end)
+            .contains(&at)
+            .then(|| window[at - window_start])
+    };
+    // A position is a boundary unless it holds a UTF-8 continuation byte (0b10xx_xxxx).
+    let is_boundary = |at: usize| byte_at(at).is_none_or(|b| b & 0xc0 != 0x80);
+    let mut start = offset.min(total_bytes).max(window_start).min(window_end);
+    while start > window_start && !is_boundary(start) {
         start -= 1;
     }
-    let mut end = start.saturating_add(length).min(total_bytes);
-    while !text.is_char_boundary(end) {
+    let mut end = start.saturating_add(length).min(window_end);
+    while end > start && !is_boundary(end) {
         end -= 1;
     }
-    if end == start && start < total_bytes {
-        end = start + text[start..].chars().next().map_or(0, char::len_utf8);
+    if end == start
+        && let Some(lead) = byte_at(start)
+    {
+        let width = match lead {
+            0xf0.. => 4,
+            0xe0.. => 3,
+            0xc0.. => 2,
+            _ => 1,
+        };
+        end = start.saturating_add(width).min(window_end);
     }
-    ArtifactSlice {
-        text: text[start..end].to_string(),
+    let bytes = &window[start - window_start..end - window_start];
+    let text = std::str::from_utf8(bytes).map_err(|err| {
+        ToolError::failed(format!(
+            "the artifact holds bytes that are not UTF-8 near offset {start}: {err}"
+        ))
+    })?;
+    Ok(ArtifactSlice {
+        text: text.to_string(),
         offset: start,
         total_bytes,
-    }
+    })
 }
 
 /// A fresh artifact id: random bits (per-process random hasher keys) and a counter.
@@ -113,146 +178,32 @@ fn new_artifact_id() -> String {
     format!("{:016x}{:04x}", hasher.finish(), count & 0xffff)
 }
 
+/// The longest artifact id, in bytes.
+const MAX_ID_BYTES: usize = 128;
+
 fn unknown_artifact(id: &str) -> ToolError {
     ToolError::invalid_arguments(format!("no artifact with id {id:?}"))
 }
 
-/// Checks an id before it is used as a file name.
+/// Checks an id before it names a file or an object: letters, digits, `-` and `_`, at most
+/// [`MAX_ID_BYTES`], so no id can hold a path separator, a dot, a percent escape or a
+/// control character, and none can leave the store's folder or key prefix. A refused id is
+/// reported like an unknown one, cut to the longest valid length.
 fn checked_id(id: &str) -> Result<&str, ToolError> {
     let id = id.strip_prefix(ARTIFACT_SCHEME).unwrap_or(id);
     let valid = !id.is_empty()
-        && id.len() <= 128
+        && id.len() <= MAX_ID_BYTES
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if valid {
         Ok(id)
     } else {
-        Err(unknown_artifact(id))
-    }
-}
-
-/// Artifacts kept in memory, for tests and short-lived processes.
-#[derive(Debug, Default)]
-pub struct MemoryArtifactStore {
-    artifacts: Mutex<HashMap<String, Arc<str>>>,
-}
-
-impl MemoryArtifactStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// How many artifacts are stored.
-    pub fn len(&self) -> usize {
-        self.artifacts.lock().map(|a| a.len()).unwrap_or(0)
-    }
-
-    /// Whether the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-#[async_trait]
-impl ArtifactStore for MemoryArtifactStore {
-    async fn put(&self, _tool_name: &str, content: String) -> Result<ArtifactRef, ToolError> {
-        let id = new_artifact_id();
-        let bytes = content.len();
-        self.artifacts
-            .lock()
-            .map_err(|_| ToolError::failed("the artifact store is unusable after a panic"))?
-            .insert(id.clone(), content.into());
-        Ok(ArtifactRef { id, bytes })
-    }
-
-    async fn read(
-        &self,
-        id: &str,
-        offset: usize,
-        length: usize,
-    ) -> Result<ArtifactSlice, ToolError> {
-        let id = checked_id(id)?;
-        let text = self
-            .artifacts
-            .lock()
-            .map_err(|_| ToolError::failed("the artifact store is unusable after a panic"))?
-            .get(id)
-            .cloned()
-            .ok_or_else(|| unknown_artifact(id))?;
-        Ok(slice_text(&text, offset, length))
-    }
-}
-
-/// Artifacts kept as files (`ID.txt`) in a directory.
-///
-/// Each artifact is written to a temporary file and renamed into place, so a reader never
-/// sees half an artifact. Ids are checked before use, so `artifact_read` cannot be pointed
-/// outside the directory.
-#[derive(Debug, Clone)]
-pub struct FsArtifactStore {
-    dir: PathBuf,
-}
-
-impl FsArtifactStore {
-    /// A store in `dir`, created if missing.
-    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, ToolError> {
-        let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|err| {
-            ToolError::failed(format!(
-                "cannot create the artifact directory {}: {err}",
-                dir.display()
-            ))
-        })?;
-        Ok(Self { dir })
-    }
-
-    /// The directory holding the artifacts.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn path_of(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}.txt"))
-    }
-}
-
-#[async_trait]
-impl ArtifactStore for FsArtifactStore {
-    async fn put(&self, _tool_name: &str, content: String) -> Result<ArtifactRef, ToolError> {
-        let id = new_artifact_id();
-        let bytes = content.len();
-        let final_path = self.path_of(&id);
-        let temp_path = self.dir.join(format!(".{id}.tmp"));
-        let write = async {
-            tokio::fs::write(&temp_path, content.as_bytes()).await?;
-            tokio::fs::rename(&temp_path, &final_path).await
-        };
-        if let Err(err) = write.await {
-            let _ = tokio::fs::remove_file(&temp_path).await;
-            return Err(ToolError::failed(format!(
-                "cannot store the artifact in {}: {err}",
-                self.dir.display()
-            )));
+        let mut shown = MAX_ID_BYTES.min(id.len());
+        while !id.is_char_boundary(shown) {
+            shown -= 1;
         }
-        Ok(ArtifactRef { id, bytes })
-    }
-
-    async fn read(
-        &self,
-        id: &str,
-        offset: usize,
-        length: usize,
-    ) -> Result<ArtifactSlice, ToolError> {
-        let id = checked_id(id)?;
-        match tokio::fs::read_to_string(self.path_of(id)).await {
-            Ok(text) => Ok(slice_text(&text, offset, length)),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(unknown_artifact(id)),
-            Err(err) => Err(ToolError::failed(format!(
-                "cannot read artifact {id}: {err}"
-            ))),
-        }
+        Err(unknown_artifact(&id[..shown]))
     }
 }
 
@@ -334,7 +285,7 @@ impl ArtifactOffload {
             return Ok((output, None));
         }
         let full = output.llm_text();
-        let preview = slice_text(&full, 0, self.preview_bytes).text;
+        let preview = slice_text(&full, 0, self.preview_bytes)?.text;
         let shown = preview.len();
         let total = full.len();
         let artifact = self.store.put(&declaration.name, full).await?;
@@ -444,5 +395,76 @@ impl Tool for ArtifactReadTool {
         };
         let user = slice.text.clone();
         Ok(ToolOutput::text(slice.text + &footer).with_user_text(user))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cut on a whole `&str`, written with `str`'s own boundary checks: what every
+    /// store's slices must equal.
+    fn reference(text: &str, offset: usize, length: usize) -> (usize, &str) {
+        let mut start = offset.min(text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = start.saturating_add(length).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end == start && start < text.len() {
+            end = start + text[start..].chars().next().map_or(0, char::len_utf8);
+        }
+        (start, &text[start..end])
+    }
+
+    #[test]
+    fn a_window_read_cuts_exactly_like_the_whole_text() {
+        let text = "aé€😀z\u{10ffff}bç😀😀x€";
+        for offset in 0..text.len() + 6 {
+            for length in 0..12 {
+                let (start, expected) = reference(text, offset, length);
+                let whole = slice_text(text, offset, length).unwrap();
+                assert_eq!((whole.offset, whole.text.as_str()), (start, expected));
+                let window = window_for(offset, length);
+                let (lo, hi) = (window.start.min(text.len()), window.end.min(text.len()));
+                let piece =
+                    slice_window(&text.as_bytes()[lo..hi], lo, text.len(), offset, length).unwrap();
+                assert_eq!(piece, whole, "offset {offset}, length {length}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_windows_and_bytes_give_errors_or_empty_slices_never_panics() {
+        // Not UTF-8 (an object changed behind the store's back).
+        assert!(slice_window(&[0xff, 0xfe], 0, 2, 0, 2).is_err());
+        // A window starting past the end, or shorter than its claimed place.
+        let slice = slice_window(b"", 10, 4, 0, 8).unwrap();
+        assert_eq!(slice.text, "");
+        let slice = slice_window(b"abc", 0, 100, 50, usize::MAX).unwrap();
+        assert_eq!((slice.text.as_str(), slice.offset), ("", 3));
+        let slice = slice_window(b"abc", 0, 3, usize::MAX, usize::MAX).unwrap();
+        assert_eq!((slice.text.as_str(), slice.next_offset()), ("", None));
+    }
+
+    #[test]
+    fn refused_ids_are_reported_cut_to_the_longest_valid_length() {
+        let long = "é".repeat(5_000);
+        let err = checked_id(&long).unwrap_err().to_string();
+        assert!(err.len() < 300, "{err}");
+        for id in [
+            "../x",
+            "%2e%2e",
+            "/etc/passwd",
+            "a\u{0}b",
+            "a.txt",
+            "a b",
+            "",
+        ] {
+            assert!(checked_id(id).is_err(), "{id:?}");
+        }
+        assert_eq!(checked_id("artifact://ab-C_9").unwrap(), "ab-C_9");
     }
 }
