@@ -294,7 +294,8 @@ fn agents_from(
     offered: Vec<String>,
     approval: Option<Approval>,
 ) -> Result<DynAgent, CliError> {
-    let config = config_from(args)?;
+    // The root model's configuration, retry observer included.
+    let config = model.config().clone();
     let model_named = |name: &str| -> Result<DynModel, CliError> {
         let mut config = config.clone();
         config.model = name.to_string();

@@ -27,6 +27,7 @@ pub async fn run(args: ChatArgs) -> Outcome {
     let model = model_from(&args.agent)?;
     let stdin = shared_stdin();
     let spinner = Spinner::new(Format::Human);
+    let model = model.with_retry_observer(spinner.retry_observer());
     let approval = approval_from(&args.agent, &stdin, &spinner);
     let session = AgentSession::open(&args.agent, model, approval).await?;
     let interactive = std::io::stdin().is_terminal();

@@ -10,6 +10,7 @@ mod mcp;
 mod mcp_client;
 mod mcp_login;
 mod output;
+mod progress;
 mod run;
 mod serve;
 mod skills;

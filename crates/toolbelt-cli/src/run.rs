@@ -48,6 +48,7 @@ pub async fn run(args: RunArgs) -> Outcome {
         Format::Human
     };
     let spinner = Spinner::new(format);
+    let model = model.with_retry_observer(spinner.retry_observer());
     let approval = approval_from(&args.agent, &shared_stdin(), &spinner);
     let session = AgentSession::open(&args.agent, model, approval).await?;
     let mut renderer = Renderer::new(spinner, format);

@@ -16,12 +16,13 @@
 //! one indented line each on stderr.
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::Instant;
 
 use toolbelt::ContentBlock;
 use toolbelt::agent::{Event, EventKind, EventStream, ToolResult};
-use toolbelt::model::Message;
+use toolbelt::model::{Message, ModelError, RetryNotice, RetryObserver};
+
+use crate::progress::Progress;
 
 /// The longest result preview on a tool line, in characters.
 const PREVIEW_CHARS: usize = 80;
@@ -68,6 +69,8 @@ struct Call {
     /// The latest chunk or progress note.
     note: Option<String>,
     running: bool,
+    /// When the model's turn asking for it ended (the executor starts it then).
+    started: Instant,
 }
 
 /// Prints a run's events (see the module doc).
@@ -257,6 +260,7 @@ impl Renderer {
                 args: short_args(c.arguments()),
                 note: None,
                 running: true,
+                started: Instant::now(),
             })
             .collect();
         self.update_spinner();
@@ -292,7 +296,8 @@ impl Renderer {
             return;
         }
         match spinner_label(&self.calls) {
-            Some(label) => self.spinner.show(label),
+            // The clock of the longest-running call: a large Grep shows it still runs.
+            Some((label, since)) => self.spinner.spin_since(label, since),
             None => self.waiting_for_model(),
         }
     }
@@ -301,7 +306,7 @@ impl Renderer {
     /// retries longer); the first text shown, the answer or an error ends it.
     fn waiting_for_model(&self) {
         if self.format == Format::Human {
-            self.spinner.show(WAITING_FOR_MODEL.to_string());
+            self.spinner.spin(WAITING_FOR_MODEL);
         }
     }
 
@@ -344,8 +349,9 @@ impl Renderer {
 }
 
 /// What the spinner says: the one running call with its latest chunk or progress note, or
-/// how many calls run and their names; `None` when no call runs.
-fn spinner_label(calls: &[Call]) -> Option<String> {
+/// how many calls run and their names, with when the first of them started; `None` when no
+/// call runs.
+fn spinner_label(calls: &[Call]) -> Option<(String, Instant)> {
     let running: Vec<&Call> = calls.iter().filter(|c| c.running).collect();
     let label = match running.as_slice() {
         [] => return None,
@@ -358,7 +364,8 @@ fn spinner_label(calls: &[Call]) -> Option<String> {
             format!("{} tools running: {}", many.len(), names.join(", "))
         }
     };
-    Some(clip(&label, LABEL_CHARS))
+    let since = running.iter().map(|c| c.started).min()?;
+    Some((clip(&label, LABEL_CHARS), since))
 }
 
 /// One line for a finished call: mark, name, short arguments, duration, and a preview of
@@ -465,108 +472,47 @@ fn clip(text: &str, max: usize) -> String {
     clipped
 }
 
-/// A spinner on stderr while tools run, drawn only when stderr is a terminal. Lines printed
-/// through it ([`Spinner::println`]) never mix with its frame.
+/// The run's status line ([`Progress`]): drawn for people only, and only when stderr is a
+/// terminal. Lines printed through it ([`Progress::println`]) never mix with it.
 #[derive(Clone)]
-pub struct Spinner {
-    state: Arc<Mutex<SpinnerState>>,
-    enabled: bool,
-}
-
-#[derive(Default)]
-struct SpinnerState {
-    label: Option<String>,
-    /// How many approval questions are open (the spinner stays off the line meanwhile).
-    paused: usize,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
+pub struct Spinner(Progress);
 
 impl Spinner {
-    /// A spinner for a run printed in `format`: it draws only for people, and only if
-    /// stderr is a terminal.
+    /// The status line of a run printed in `format`.
     pub fn new(format: Format) -> Self {
-        Self {
-            state: Arc::default(),
-            enabled: format == Format::Human && std::io::stderr().is_terminal(),
-        }
+        Self(Progress::on_stderr(format == Format::Json))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, SpinnerState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Spins with `label` (starting if it was not spinning).
-    pub fn show(&self, label: String) {
-        if !self.enabled {
-            return;
-        }
-        let mut state = self.lock();
-        state.label = Some(label);
-        if state.task.is_none() {
-            let shared = self.state.clone();
-            state.task = Some(tokio::spawn(async move {
-                const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-                for frame in FRAMES.iter().cycle() {
-                    {
-                        let state = shared.lock().unwrap_or_else(|p| p.into_inner());
-                        if let (Some(label), 0) = (&state.label, state.paused) {
-                            eprint!("\r\x1b[2K{frame} {label}");
-                            let _ = std::io::stderr().flush();
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }));
-        }
-    }
-
-    /// Stops spinning and clears its line.
-    pub fn hide(&self) {
-        if !self.enabled {
-            return;
-        }
-        let mut state = self.lock();
-        if let Some(task) = state.task.take() {
-            task.abort();
-            eprint!("\r\x1b[2K");
-            let _ = std::io::stderr().flush();
-        }
-        state.label = None;
-    }
-
-    /// Prints `line` on stderr above the spinner.
-    pub fn println(&self, line: &str) {
-        let _state = self.enabled.then(|| self.lock());
-        let mut err = std::io::stderr().lock();
-        if self.enabled {
-            let _ = err.write_all(b"\r\x1b[2K");
-        }
-        let _ = writeln!(err, "{line}");
-        let _ = err.flush();
-    }
-
-    /// Keeps the spinner off its line until the guard is dropped (while a question waits
-    /// for its answer).
-    pub fn pause(&self) -> PausedSpinner {
-        if self.enabled {
-            self.lock().paused += 1;
-            eprint!("\r\x1b[2K");
-            let _ = std::io::stderr().flush();
-        }
-        PausedSpinner(self.clone())
+    /// A model retry observer that shows each retry's wait on this line as a countdown
+    /// ("model: HTTP 429, retry 2/3 in 4 s"), after which the line shows the wait for the
+    /// model again.
+    pub fn retry_observer(&self) -> RetryObserver {
+        let progress = self.0.clone();
+        RetryObserver::new(move |notice: &RetryNotice<'_>| {
+            progress.countdown(retry_label(notice), Instant::now() + notice.delay);
+        })
     }
 }
 
-/// Resumes the spinner when dropped.
-pub struct PausedSpinner(Spinner);
-
-impl Drop for PausedSpinner {
-    fn drop(&mut self) {
-        if self.0.enabled {
-            let mut state = self.0.lock();
-            state.paused = state.paused.saturating_sub(1);
-        }
+impl std::ops::Deref for Spinner {
+    type Target = Progress;
+    fn deref(&self) -> &Progress {
+        &self.0
     }
+}
+
+/// What a retry's countdown says before "in N s": why the attempt failed and which retry
+/// comes ("model: HTTP 429, retry 2/3").
+fn retry_label(notice: &RetryNotice<'_>) -> String {
+    let why = match notice.error {
+        ModelError::Status { status, .. } => format!("HTTP {status}"),
+        other => clip(&one_line(&other.to_string()), NOTE_CHARS),
+    };
+    format!(
+        "model: {why}, retry {}/{}",
+        notice.attempt,
+        notice.max_attempts.saturating_sub(1)
+    )
 }
 
 #[cfg(test)]
@@ -617,27 +563,34 @@ mod tests {
     }
 
     #[test]
-    fn the_spinner_names_the_calls_still_running() {
-        let call = |id: &str, name: &str, note: Option<&str>, running| Call {
+    fn the_spinner_names_the_calls_still_running_with_the_oldest_clock() {
+        let t0 = Instant::now();
+        let call = |id: &str, name: &str, note: Option<&str>, running, secs| Call {
             id: id.into(),
             name: name.into(),
             args: "a=1".into(),
             note: note.map(Into::into),
             running,
+            started: t0 + std::time::Duration::from_secs(secs),
         };
         let mut calls = vec![
-            call("c1", "Bash", Some("compiling"), true),
-            call("c2", "Grep", None, true),
-            call("c3", "Read", None, false),
+            call("c1", "Bash", Some("compiling"), true, 2),
+            call("c2", "Grep", None, true, 1),
+            call("c3", "Read", None, false, 0),
         ];
+        let label = |calls: &[Call]| spinner_label(calls).map(|(l, since)| (l, since - t0));
+        let secs = std::time::Duration::from_secs;
         assert_eq!(
-            spinner_label(&calls).unwrap(),
-            "2 tools running: Bash, Grep"
+            label(&calls).unwrap(),
+            ("2 tools running: Bash, Grep".to_string(), secs(1))
         );
         calls[1].running = false;
-        assert_eq!(spinner_label(&calls).unwrap(), "Bash(a=1) compiling");
+        assert_eq!(
+            label(&calls).unwrap(),
+            ("Bash(a=1) compiling".to_string(), secs(2))
+        );
         calls[0].running = false;
-        assert_eq!(spinner_label(&calls), None);
+        assert_eq!(label(&calls), None);
     }
 
     #[test]
