@@ -190,6 +190,9 @@ pub struct BuiltinEnv {
     pub files: DynFileOps,
     /// The files fully read in this set's session.
     pub read_state: Arc<ReadState>,
+    /// The session a call's reads belong to in a shared [`ReadState`] (from the call's
+    /// [`ReadScope`](crate::fs::ReadScope)); `None` outside a call.
+    pub read_scope: Option<Arc<str>>,
     /// The search backend.
     pub search: DynSearchBackend,
     /// The largest file Read accepts.
@@ -198,6 +201,29 @@ pub struct BuiltinEnv {
     pub glob_include_ignored: bool,
     /// The most paths Glob returns.
     pub glob_limit: usize,
+}
+
+impl BuiltinEnv {
+    /// This environment for one call: with the call's [`ReadScope`](crate::fs::ReadScope).
+    pub(crate) fn for_call(&self, ctx: &ToolContext) -> Self {
+        let mut env = self.clone();
+        env.read_scope = ctx
+            .get::<crate::fs::ReadScope>()
+            .map(|scope| scope.0.clone());
+        env
+    }
+
+    /// Records that this call fully read (or wrote) `path` with this content.
+    pub(crate) async fn record_read(
+        &self,
+        path: &Path,
+        stat: &crate::fs::FileStat,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        self.read_state
+            .record_in(self.read_scope.as_deref(), path, stat, bytes)
+            .await
+    }
 }
 
 /// The built-in tools as a tool set, confined to a base directory.
@@ -256,6 +282,7 @@ impl BuiltinToolSet {
             read_only: options.read_only,
             files,
             read_state: options.files.read_state.clone().unwrap_or_default(),
+            read_scope: None,
             search,
             max_file_size: options.files.max_file_size,
             glob_include_ignored: options.search.glob_include_ignored,

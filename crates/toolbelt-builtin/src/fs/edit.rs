@@ -46,8 +46,8 @@ pub fn edit_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
     let tool = FunctionTool::returning_output(
         "Edit",
         DESCRIPTION,
-        move |_ctx: ToolContext, args: EditArgs| {
-            let env = env.clone();
+        move |ctx: ToolContext, args: EditArgs| {
+            let env = env.for_call(&ctx);
             async move { Ok::<_, ToolError>(edit(&env, args).await) }
         },
     )?

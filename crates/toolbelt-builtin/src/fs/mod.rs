@@ -22,7 +22,7 @@ pub mod text;
 pub mod write;
 
 pub use local::LocalFileOps;
-pub use read_state::ReadState;
+pub use read_state::{ReadScope, ReadState, SharedReads};
 
 use toolbelt_core::{DynTool, ToolError};
 

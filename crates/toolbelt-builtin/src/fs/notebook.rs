@@ -190,8 +190,8 @@ pub fn notebook_edit_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
     let tool = FunctionTool::returning_output(
         "NotebookEdit",
         DESCRIPTION,
-        move |_ctx: ToolContext, args: NotebookEditArgs| {
-            let env = env.clone();
+        move |ctx: ToolContext, args: NotebookEditArgs| {
+            let env = env.for_call(&ctx);
             async move { Ok::<_, ToolError>(notebook_edit(&env, args).await) }
         },
     )?

@@ -46,8 +46,8 @@ pub fn read_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
     let tool = FunctionTool::returning_output(
         "Read",
         DESCRIPTION,
-        move |_ctx: ToolContext, args: ReadArgs| {
-            let env = env.clone();
+        move |ctx: ToolContext, args: ReadArgs| {
+            let env = env.for_call(&ctx);
             async move { Ok::<_, ToolError>(read(&env, args).await) }
         },
     )?
@@ -70,6 +70,10 @@ pub fn read_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
 /// directory, the size limit and the read session (a hit skips recording the read, so a hit
 /// may only come from this session's own earlier Read); see [`super::fingerprint`].
 async fn fingerprint(env: &BuiltinEnv, args: &serde_json::Value) -> Option<String> {
+    if env.read_state.is_shared() {
+        // Reads recorded per call's session in a shared store: a hit would record nothing.
+        return None;
+    }
     let path = env.files.resolve(args.get("file_path")?.as_str()?).ok()?;
     let file = env.files.fingerprint(&path).await?;
     Some(format!(
@@ -110,8 +114,12 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
     {
         return match super::notebook::render(&contents.bytes) {
             Ok(rendered) => {
-                env.read_state
-                    .record(&path, &contents.stat, &contents.bytes);
+                if let Err(e) = env
+                    .record_read(&path, &contents.stat, &contents.bytes)
+                    .await
+                {
+                    return ToolOutput::error(format!("{shown}: {e}"));
+                }
                 ToolOutput::text(rendered.text).with_structured(json!({
                     "file_path": shown,
                     "type": "notebook",
@@ -134,8 +142,12 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
     let start = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LINE_LIMIT);
     if total == 0 {
-        env.read_state
-            .record(&path, &contents.stat, &contents.bytes);
+        if let Err(e) = env
+            .record_read(&path, &contents.stat, &contents.bytes)
+            .await
+        {
+            return ToolOutput::error(format!("{shown}: {e}"));
+        }
         return ToolOutput::text(format!("{shown} exists but is empty.")).with_structured(json!({
             "file_path": shown, "type": "text", "start_line": 1, "lines_returned": 0, "total_lines": 0,
         }));
@@ -160,9 +172,13 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
             end + 1
         ));
     }
-    if start == 1 && !more {
-        env.read_state
-            .record(&path, &contents.stat, &contents.bytes);
+    if start == 1
+        && !more
+        && let Err(e) = env
+            .record_read(&path, &contents.stat, &contents.bytes)
+            .await
+    {
+        return ToolOutput::error(format!("{shown}: {e}"));
     }
     ToolOutput::text(out)
         .with_user_text(format!("Read {} lines of {shown}", selected.len()))

@@ -18,8 +18,20 @@
 //! Between processes, the CLI's `--session` file is locked from load to save; other writers
 //! (an editor, `sed -i`) are caught by the hash check, though one that writes between the
 //! check and the rename of the new content is not (no advisory lock binds them).
+//!
+//! Several processes serving one directory (`toolbelt serve --shared-state`: replicas behind
+//! a load balancer) keep the rule together:
+//! - [`ReadState::shared`] keeps the reads in a [`SharedReads`] store every process reads,
+//!   under the session named by the call's [`ReadScope`] (serve: the MCP session), so a
+//!   session may Read through one process and Edit through another;
+//! - the step above also holds an exclusive `flock` on a lock file of the path in a lock
+//!   folder the processes share, taken after the process's own lock and held from the check
+//!   to the record, so two processes cannot both check the old content and then both write.
+//!   Lock files are never deleted (deleting one while it is held would let a second holder
+//!   lock a new file of the same name); there is one per path ever changed, empty.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -78,13 +90,47 @@ pub enum StaleRead {
     Modified,
 }
 
+/// Names the session whose reads a call's Read records and Write, Edit and NotebookEdit check
+/// when the reads are kept in a [`SharedReads`] store: put it in the call's
+/// [`ToolContext`](toolbelt_core::ToolContext) (`toolbelt serve` puts the MCP session id).
+/// Calls without one share the unnamed session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadScope(pub Arc<str>);
+
+/// Where the reads of sessions are kept so that several processes see them (the replicas of
+/// `toolbelt serve --shared-state`). Records are opaque text, one per session and path.
+#[async_trait::async_trait]
+pub trait SharedReads: Send + Sync + 'static {
+    /// The record of `path` read in `session`, if any.
+    async fn load(&self, session: &str, path: &Path) -> Result<Option<String>, String>;
+    /// Saves the record of `path` read (or written) in `session`.
+    async fn save(&self, session: &str, path: &Path, record: &str) -> Result<(), String>;
+}
+
+/// Reads kept in a shared store, and the folder of the cross-process locks.
+struct Shared {
+    reads: Arc<dyn SharedReads>,
+    locks: PathBuf,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("locks", &self.locks)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The files this tool set's session has fully read, keyed by resolved path.
 ///
 /// One `ReadState` belongs to one [`crate::BuiltinToolSet`]: the rule is per tool set
 /// instance. It can be saved to and loaded from JSON to carry a session across processes.
+/// A [`ReadState::shared`] one keeps the reads of every session (per [`ReadScope`]) in a
+/// store several processes share instead, and locks files across them.
 #[derive(Debug)]
 pub struct ReadState {
     files: Mutex<HashMap<PathBuf, Snapshot>>,
+    shared: Option<Shared>,
     /// Names this session in result-cache fingerprints, so a cached Read is never served to
     /// another session (whose state the Read would not have recorded).
     id: u64,
@@ -105,6 +151,64 @@ impl ReadState {
         Self::default()
     }
 
+    /// A state whose reads are kept in `reads`, per session ([`ReadScope`]), for several
+    /// processes to share; their changes to a file are serialised by a lock file in `locks`
+    /// (created with mode 0700 if missing). Every process sharing `reads` must use the same
+    /// `locks` folder (on a file system they share, with working `flock`) and see the
+    /// directory at the same path. Refuses a `locks` folder that is a symbolic link, is not
+    /// this user's, or that others may write to: whoever can write there can hold our locks.
+    pub fn shared(reads: Arc<dyn SharedReads>, locks: &Path) -> std::io::Result<Self> {
+        open_lock_dir(locks)?;
+        Ok(Self {
+            shared: Some(Shared {
+                reads,
+                locks: locks.to_path_buf(),
+            }),
+            ..Self::default()
+        })
+    }
+
+    /// Whether the reads are kept in a shared store ([`ReadState::shared`]).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Records that `path` was fully read (or written) with this content, in `scope`'s
+    /// session when the reads are shared.
+    pub(crate) async fn record_in(
+        &self,
+        scope: Option<&str>,
+        path: &Path,
+        stat: &FileStat,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        let Some(shared) = &self.shared else {
+            self.record(path, stat, bytes);
+            return Ok(());
+        };
+        let record = serde_json::to_string(&Snapshot::of(stat, bytes))
+            .map_err(|e| format!("cannot record the read: {e}"))?;
+        shared
+            .reads
+            .save(scope.unwrap_or_default(), path, &record)
+            .await
+            .map_err(|e| format!("cannot record the read in the shared store: {e}"))
+    }
+
+    /// What `scope`'s session saw of `path` (the shared store's record, or this state's).
+    async fn seen_in(&self, scope: Option<&str>, path: &Path) -> Result<Option<Snapshot>, String> {
+        let Some(shared) = &self.shared else {
+            return Ok(self.lock().get(path).cloned());
+        };
+        let record = shared
+            .reads
+            .load(scope.unwrap_or_default(), path)
+            .await
+            .map_err(|e| format!("cannot look up the read in the shared store: {e}"))?;
+        // A record this version cannot read is no read: the file must be Read again.
+        Ok(record.and_then(|r| serde_json::from_str(&r).ok()))
+    }
+
     /// Records that `path` was fully read (or written) with this content.
     pub fn record(&self, path: &Path, stat: &FileStat, bytes: &[u8]) {
         let snapshot = Snapshot::of(stat, bytes);
@@ -122,6 +226,7 @@ impl ReadState {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
             files: Mutex::new(files),
+            shared: None,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             forgets: Default::default(),
         }
@@ -139,28 +244,10 @@ impl ReadState {
         self.lock().contains_key(path)
     }
 
-    /// The check that needs no content: `path` was read, and had the size it has now
-    /// (`size`). Lets a writer refuse without reading the file.
-    fn check_size(&self, path: &Path, size: u64) -> Result<(), StaleRead> {
-        match self.lock().get(path) {
-            None => Err(StaleRead::NotRead),
-            Some(seen) if seen.size != size => Err(StaleRead::Modified),
-            Some(_) => Ok(()),
-        }
-    }
-
     /// Checks that `bytes`, the file's content now, is the content that was read. Size and
     /// modification time do not decide: a change that kept both is still a change.
     pub fn check_fresh(&self, path: &Path, bytes: &[u8]) -> Result<(), StaleRead> {
-        let files = self.lock();
-        let Some(seen) = files.get(path) else {
-            return Err(StaleRead::NotRead);
-        };
-        if seen.size == bytes.len() as u64 && seen.blake3 == content_hash(bytes) {
-            Ok(())
-        } else {
-            Err(StaleRead::Modified)
-        }
+        check_fresh(self.lock().get(path), bytes)
     }
 
     /// The session as JSON, to persist between processes.
@@ -200,6 +287,87 @@ impl ReadState {
         self.files
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The check that needs no content: the file was read (`seen`), and had the size it has now
+/// (`size`). Lets a writer refuse without reading the file.
+fn check_size(seen: Option<&Snapshot>, size: u64) -> Result<(), StaleRead> {
+    match seen {
+        None => Err(StaleRead::NotRead),
+        Some(seen) if seen.size != size => Err(StaleRead::Modified),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Whether `bytes` is the content that was read (`seen`).
+fn check_fresh(seen: Option<&Snapshot>, bytes: &[u8]) -> Result<(), StaleRead> {
+    let Some(seen) = seen else {
+        return Err(StaleRead::NotRead);
+    };
+    if seen.size == bytes.len() as u64 && seen.blake3 == content_hash(bytes) {
+        Ok(())
+    } else {
+        Err(StaleRead::Modified)
+    }
+}
+
+/// Creates the lock folder (0700) if missing, and checks that it is a folder of this user's
+/// that nobody else may write to.
+fn open_lock_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let refuse = |why: &str| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("the lock folder {} {why}", dir.display()),
+        ))
+    };
+    if !meta.is_dir() {
+        return refuse("is not a folder (a symbolic link is refused)");
+    }
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return refuse("belongs to another user");
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse("may be written by other users (chmod go-w)");
+    }
+    Ok(())
+}
+
+/// Takes the exclusive `flock` of `path`'s lock file in `locks` (waiting as long as another
+/// process holds it); it is released when the returned descriptor is closed.
+async fn lock_across_processes(locks: &Path, path: &Path) -> Result<OwnedFd, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = format!(
+        "{}.lock",
+        blake3::hash(path.as_os_str().as_bytes()).to_hex()
+    );
+    let file = locks.join(name);
+    let locked = tokio::task::spawn_blocking(move || -> std::io::Result<OwnedFd> {
+        use rustix::fs::{FlockOperation, Mode, OFlags};
+        let fd = rustix::fs::open(
+            &file,
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        rustix::fs::flock(&fd, FlockOperation::LockExclusive)?;
+        Ok(fd)
+    })
+    .await;
+    match locked {
+        Ok(Ok(fd)) => Ok(fd),
+        Ok(Err(err)) => Err(format!("cannot lock the file for the change: {err}")),
+        Err(err) => Err(format!("cannot lock the file for the change: {err}")),
     }
 }
 
@@ -258,6 +426,11 @@ pub(crate) async fn read_modify_write<T: Send + 'static>(
     let env = env.clone();
     let step = tokio::spawn(async move {
         let _guard = guard;
+        // After the process's own lock, so a process's writers queue here, not in the kernel.
+        let _across = match &env.read_state.shared {
+            Some(shared) => Some(lock_across_processes(&shared.locks, &path).await?),
+            None => None,
+        };
         let current = current_content(&env, &path, &shown).await?;
         let (bytes, report) = change(current)?;
         let stat = env
@@ -265,7 +438,11 @@ pub(crate) async fn read_modify_write<T: Send + 'static>(
             .write_atomic(&path, &bytes)
             .await
             .map_err(|e| e.to_string())?;
-        env.read_state.record(&path, &stat, &bytes);
+        let scope = env.read_scope.as_deref();
+        if let Err(err) = env.read_state.record_in(scope, &path, &stat, &bytes).await {
+            // The change landed; the session must Read the file again before the next one.
+            tracing::warn!(path = %path.display(), "{err}");
+        }
         Ok(report)
     });
     match step.await {
@@ -295,14 +472,18 @@ async fn current_content(
         ));
     }
     let fresh = |result: Result<(), StaleRead>| result.map_err(|e| format!("{shown}: {e}"));
+    let seen = env
+        .read_state
+        .seen_in(env.read_scope.as_deref(), path)
+        .await?;
     if stat.kind == FileKind::File {
-        fresh(env.read_state.check_size(path, stat.size))?;
+        fresh(check_size(seen.as_ref(), stat.size))?;
     }
     let contents = ops
         .read(path, Some(env.max_file_size))
         .await
         .map_err(|e| e.to_string())?;
-    fresh(env.read_state.check_fresh(path, &contents.bytes))?;
+    fresh(check_fresh(seen.as_ref(), &contents.bytes))?;
     Ok(Some(contents))
 }
 

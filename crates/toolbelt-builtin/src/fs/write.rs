@@ -33,8 +33,8 @@ pub fn write_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
     let tool = FunctionTool::returning_output(
         "Write",
         DESCRIPTION,
-        move |_ctx: ToolContext, args: WriteArgs| {
-            let env = env.clone();
+        move |ctx: ToolContext, args: WriteArgs| {
+            let env = env.for_call(&ctx);
             async move { Ok::<_, ToolError>(write(&env, args).await) }
         },
     )?

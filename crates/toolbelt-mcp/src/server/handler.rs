@@ -52,7 +52,12 @@ pub struct ToolServer {
     deferral: Option<Deferral>,
     /// The deferred tools this client session loaded (fresh per session: [`ToolServer::for_session`]).
     loaded: Loaded,
+    /// Adds what a call needs to know of its HTTP session to its context.
+    session_context: Option<SessionContext>,
 }
+
+/// Adds to a call's context what it needs to know of its HTTP session (given the session id).
+type SessionContext = Arc<dyn Fn(ToolContext, &str) -> ToolContext + Send + Sync>;
 
 impl std::fmt::Debug for ToolServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,7 +81,20 @@ impl ToolServer {
             relay: None,
             deferral: None,
             loaded: Loaded::default(),
+            session_context: None,
         }
+    }
+
+    /// Lets `extend` add to the context of every call made over streamable HTTP what the
+    /// call needs to know of its session, given the `Mcp-Session-Id` (for example a key
+    /// under which the built-in file tools keep the session's reads, so that they follow
+    /// the session from one replica to another). Calls over stdio are not extended.
+    pub fn with_session_context(
+        mut self,
+        extend: impl Fn(ToolContext, &str) -> ToolContext + Send + Sync + 'static,
+    ) -> Self {
+        self.session_context = Some(Arc::new(extend));
+        self
     }
 
     /// Lists the tools `deferred` allows only after a client found them: each client is
@@ -293,6 +311,9 @@ impl ToolServer {
         if let Some(forwarder) = &progress {
             ctx = ctx.with_progress(forwarder.sink());
         }
+        if let (Some(extend), Some(session)) = (&self.session_context, http_session_id(&context)) {
+            ctx = extend(ctx, session);
+        }
         let mut tool = self.executor.registry().get(&request.name);
         if tool.is_none()
             && let Some(relay) = &self.relay
@@ -344,6 +365,17 @@ impl ToolServer {
             Err(err) => error_result(&err).into(),
         })
     }
+}
+
+/// The `Mcp-Session-Id` of a request that came over streamable HTTP.
+fn http_session_id(context: &RequestContext<RoleServer>) -> Option<&str> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
 }
 
 /// The context of a relayed request: cancelled when the client cancels it.

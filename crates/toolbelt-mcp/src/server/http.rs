@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::ToolServer;
 use super::malformed::{self, MAX_BODY_BYTES, SERVER_BUSY, json_rpc_error};
 use super::sessions::{BoundedSessions, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
+use super::shared::{RecordStore, SharedSessionStore};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -47,6 +48,10 @@ pub struct HttpServeOptions {
     /// The most sessions open at once (default 1,000). A new session over the cap replaces
     /// the one idle the longest; when every session is busy it is refused with HTTP 503.
     pub max_sessions: usize,
+    /// Where session records are shared with the other replicas of this server, so that a
+    /// session opened on one is accepted by all (see [`SharedSessionStore`]); the idle
+    /// timeout is the records' time to live. `None`: sessions are this process's only.
+    pub shared_sessions: Option<Arc<dyn SharedSessionStore>>,
 }
 
 impl Default for HttpServeOptions {
@@ -57,6 +62,7 @@ impl Default for HttpServeOptions {
             allowed_hosts: Vec::new(),
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            shared_sessions: None,
         }
     }
 }
@@ -115,16 +121,23 @@ impl HttpServer {
         } else {
             options.allowed_origins.clone()
         };
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(MAX_BODY_BYTES)
             .with_cancellation_token(stop.child_token());
-        let sessions = Arc::new(BoundedSessions::new(
-            options.session_idle_timeout,
-            options.max_sessions,
-        ));
+        let mut sessions = BoundedSessions::new(options.session_idle_timeout, options.max_sessions);
+        if let Some(store) = options.shared_sessions {
+            // rmcp saves a record after each handshake, restores unknown sessions from the
+            // store and deletes the record on DELETE; ours renews it on every request.
+            config.session_store = Some(Arc::new(RecordStore {
+                store: store.clone(),
+                ttl: options.session_idle_timeout,
+            }));
+            sessions = sessions.with_shared(store);
+        }
+        let sessions = Arc::new(sessions);
         let service =
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let admission = sessions.clone();

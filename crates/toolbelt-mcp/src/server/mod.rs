@@ -53,7 +53,10 @@
 //! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped, a bearer
 //!   token (401 without it; required off loopback), `Host` and `Origin` allow lists (403),
 //!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
-//!   graceful shutdown.
+//!   graceful shutdown. Replicas behind a load balancer share their sessions through a
+//!   [`SharedSessionStore`] ([`HttpServeOptions::shared_sessions`]): a session opened on one
+//!   replica is accepted by every other (the handshake is replayed there), and each call's
+//!   context names its session ([`ToolServer::with_session_context`]).
 //! - stdio ([`serve_stdio`]): stdout carries only the protocol; a SIGTERM-driven shutdown
 //!   never waits on a blocked stdin read. A line that is JSON but not a JSON-RPC message gets
 //!   a -32600 error; a line that is not JSON gets a -32700 parse error with `id: null` (rmcp
@@ -90,6 +93,7 @@ mod malformed;
 mod relay;
 mod requests;
 mod sessions;
+mod shared;
 mod stdio;
 mod upstream;
 
@@ -98,6 +102,7 @@ pub use deferred::{TOOL_SEARCH, ToolRanker};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};
 pub use http::{HttpServeOptions, HttpServer};
 pub use sessions::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
+pub use shared::{SharedSessionStore, SharedStoreError};
 pub use stdio::serve_stdio;
 pub use upstream::{DEFAULT_CONNECT_TIMEOUT, UpstreamOptions, UpstreamStatus, Upstreams};
 

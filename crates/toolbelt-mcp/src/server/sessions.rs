@@ -16,6 +16,11 @@
 //!   When every session is busy, the new one is refused: HTTP 503 with a JSON-RPC error.
 //!   Evicting an idle session rather than refusing keeps the server usable for new clients
 //!   when an old client leaked its sessions.
+//!
+//! With a [`SharedSessionStore`] (replicas behind a load balancer, see `shared.rs`), every
+//! request naming a session also renews its record in the store, and a session whose record
+//! is gone (deleted through another replica, expired) is closed here too and gets 404.
+//! Sessions restored from the store count against the cap like new ones.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,12 +29,15 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::RestoreOutcome;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
+
+use super::shared::{SharedSessionStore, SharedStoreError};
 
 /// The default idle timeout of an HTTP session.
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -48,6 +56,9 @@ pub(crate) enum SessionsError {
     /// rmcp's session manager failed.
     #[error(transparent)]
     Local(#[from] LocalSessionManagerError),
+    /// The shared session store failed.
+    #[error("the shared session store: {0}")]
+    Shared(SharedStoreError),
 }
 
 /// What is known of one session's use.
@@ -110,6 +121,8 @@ pub(crate) struct BoundedSessions {
     table: SharedTable,
     idle_timeout: Duration,
     max: usize,
+    /// The records every replica reads, when the server is one of several.
+    shared: Option<Arc<dyn SharedSessionStore>>,
 }
 
 impl BoundedSessions {
@@ -124,6 +137,41 @@ impl BoundedSessions {
             table: SharedTable::default(),
             idle_timeout,
             max: max.max(1),
+            shared: None,
+        }
+    }
+
+    /// Also asks `store` whether a session still exists on every request naming it, and
+    /// renews its record there.
+    pub fn with_shared(mut self, store: Arc<dyn SharedSessionStore>) -> Self {
+        self.shared = Some(store);
+        self
+    }
+
+    /// Counts one session about to open against the cap, making room by taking out the
+    /// session idle the longest (returned, to be closed) when the cap is reached.
+    fn reserve(&self) -> Result<Option<SessionId>, SessionsError> {
+        let mut table = lock(&self.table);
+        let evict = if table.sessions.len() + table.pending >= self.max {
+            let oldest = table
+                .longest_idle()
+                .ok_or(SessionsError::Full { max: self.max })?;
+            // Out of the count now, so a racing request cannot pick it too.
+            table.sessions.remove(&oldest);
+            Some(oldest)
+        } else {
+            None
+        };
+        table.pending += 1;
+        Ok(evict)
+    }
+
+    async fn evict(&self, evicted: Option<SessionId>) {
+        if let Some(oldest) = evicted {
+            tracing::info!(session = %oldest, "closing the MCP session idle the longest to stay within {} sessions", self.max);
+            if let Err(err) = self.inner.close_session(&oldest).await {
+                tracing::warn!(session = %oldest, "closing an evicted session failed: {err}");
+            }
         }
     }
 
@@ -233,33 +281,31 @@ impl SessionManager for BoundedSessions {
     type Transport = WorkerTransport<LocalSessionWorker>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let evict = {
-            let mut table = lock(&self.table);
-            let evict = if table.sessions.len() + table.pending >= self.max {
-                let oldest = table
-                    .longest_idle()
-                    .ok_or(SessionsError::Full { max: self.max })?;
-                // Out of the count now, so a racing request cannot pick it too.
-                table.sessions.remove(&oldest);
-                Some(oldest)
-            } else {
-                None
-            };
-            table.pending += 1;
-            evict
-        };
-        if let Some(oldest) = evict {
-            tracing::info!(session = %oldest, "closing the MCP session idle the longest to stay within {} sessions", self.max);
-            if let Err(err) = self.inner.close_session(&oldest).await {
-                tracing::warn!(session = %oldest, "closing an evicted session failed: {err}");
-            }
-        }
+        let evicted = self.reserve()?;
+        self.evict(evicted).await;
         let created = self.inner.create_session().await;
         let mut table = lock(&self.table);
         table.pending -= 1;
         let (id, transport) = created?;
         table.sessions.insert(id.clone(), Activity::fresh());
         Ok((id, transport))
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let evicted = self.reserve()?;
+        self.evict(evicted).await;
+        let restored = self.inner.restore_session(id.clone()).await;
+        let mut table = lock(&self.table);
+        table.pending -= 1;
+        let restored = restored?;
+        if matches!(restored, RestoreOutcome::Restored(_)) {
+            tracing::debug!(session = %id, "running a session another replica opened");
+            table.sessions.insert(id, Activity::fresh());
+        }
+        Ok(restored)
     }
 
     async fn initialize_session(
@@ -274,7 +320,23 @@ impl SessionManager for BoundedSessions {
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
         // Every request naming a session asks this first: it counts as use.
         self.touch(id);
-        Ok(self.inner.has_session(id).await?)
+        let here = self.inner.has_session(id).await?;
+        let Some(shared) = &self.shared else {
+            return Ok(here);
+        };
+        if !here {
+            // rmcp restores it from the store next, if the store has it.
+            return Ok(false);
+        }
+        let alive = shared
+            .touch(id, self.idle_timeout)
+            .await
+            .map_err(SessionsError::Shared)?;
+        if !alive {
+            tracing::info!(session = %id, "closing an MCP session that ended on another replica or expired");
+            self.close_session(id).await?;
+        }
+        Ok(alive)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {

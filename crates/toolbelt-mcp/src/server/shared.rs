@@ -1,0 +1,82 @@
+//! Sessions every replica accepts: the record of an HTTP session kept in a store the replicas
+//! share (Redis in `toolbelt serve --shared-state`), so a load balancer may send any request
+//! to any replica.
+//!
+//! A session's running MCP service stays in the process that runs it; what the store keeps
+//! is what is needed to run it again elsewhere: the client's `initialize` parameters
+//! (protocol version, client info, capabilities). A replica asked about a session it does not
+//! run loads the record and replays the handshake to a service of its own (rmcp's restore,
+//! `StreamableHttpServerConfig::session_store`); the client sees nothing of it.
+//!
+//! The idle timeout is the record's time to live, renewed by every request on any replica:
+//! a session idle everywhere for the timeout is gone everywhere (404, the client starts a new
+//! one). A `DELETE` on one replica deletes the record, and the other replicas close their
+//! copies at the next request naming it (404 too), since every request asks the store
+//! whether the session still exists.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
+
+/// An error of a [`SharedSessionStore`] (the store's own, passed on).
+pub type SharedStoreError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Where the records of HTTP sessions are kept so that every replica of a server accepts
+/// them (see [`HttpServeOptions::shared_sessions`](super::HttpServeOptions::shared_sessions)).
+///
+/// A record is opaque text; it must expire `ttl` after it was last saved or touched.
+#[async_trait]
+pub trait SharedSessionStore: Send + Sync + 'static {
+    /// The record of session `id`, or `None` when it is unknown or expired.
+    async fn load(&self, id: &str) -> Result<Option<String>, SharedStoreError>;
+    /// Saves the record of session `id`, to expire after `ttl` without a touch.
+    async fn save(&self, id: &str, record: &str, ttl: Duration) -> Result<(), SharedStoreError>;
+    /// Renews the life of `id` to `ttl` from now; `false` when there is no record (deleted,
+    /// or expired).
+    async fn touch(&self, id: &str, ttl: Duration) -> Result<bool, SharedStoreError>;
+    /// Deletes the record of `id` (no error when there is none).
+    async fn delete(&self, id: &str) -> Result<(), SharedStoreError>;
+}
+
+impl std::fmt::Debug for dyn SharedSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<SharedSessionStore>")
+    }
+}
+
+/// A [`SharedSessionStore`] as rmcp's session store, with the idle timeout as time to live.
+pub(crate) struct RecordStore {
+    pub(crate) store: Arc<dyn SharedSessionStore>,
+    pub(crate) ttl: Duration,
+}
+
+#[async_trait]
+impl SessionStore for RecordStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(record) = self.store.load(session_id).await? else {
+            return Ok(None);
+        };
+        match serde_json::from_str(&record) {
+            Ok(state) => Ok(Some(state)),
+            Err(err) => {
+                // Written by another version, or damaged: unknown (404, a new session), not
+                // an error that would fail every request naming it.
+                tracing::warn!(session = session_id, "an unreadable session record: {err}");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let record = serde_json::to_string(state)?;
+        self.store.save(session_id, &record, self.ttl).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        self.store.delete(session_id).await
+    }
+}
