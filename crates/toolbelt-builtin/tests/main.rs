@@ -10,6 +10,7 @@ mod attack_code_cache;
 mod attack_confinement;
 mod attack_hostile_input;
 mod attack_lost_update;
+mod attack_lost_update_processes;
 mod attack_shell;
 mod code_exec;
 mod files_confinement;
