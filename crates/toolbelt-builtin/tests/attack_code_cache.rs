@@ -4,31 +4,11 @@
 //! below it, a cached error, and one cache shared by tool sets on two base directories.
 
 use std::path::Path;
-use std::sync::Arc;
 
+use crate::files_support::{cache_status, cached_executor, run_code, set_on};
 use serde_json::{Value, json};
-use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt_core::{ContentBlock, DynTool, ToolContext, ToolOutput, ToolSet};
-use toolbelt_exec::{CACHE_META_KEY, Executor, Registry, ResultCache, ToolSetRefresh};
-
-fn set_on(dir: &Path) -> BuiltinToolSet {
-    BuiltinToolSet::new(BuiltinOptions::new(dir)).expect("tool set")
-}
-
-fn execute_code(set: &BuiltinToolSet) -> DynTool {
-    set.tool_list()
-        .iter()
-        .find(|t| t.name() == "execute_code")
-        .expect("execute_code is offered")
-        .clone()
-}
-
-async fn run_code(set: &BuiltinToolSet, args: Value) -> ToolOutput {
-    execute_code(set)
-        .call(ToolContext::for_call("call_1"), &args.to_string())
-        .await
-        .expect("execute_code runs")
-}
+use toolbelt_core::{ContentBlock, ToolContext, ToolOutput, ToolSet};
+use toolbelt_exec::{Executor, ResultCache};
 
 /// A folder outside the base holding a PNG and a text file the program must not be able to
 /// return as output files.
@@ -101,33 +81,11 @@ async fn the_session_output_folder_swapped_for_a_link_out_returns_nothing_from_o
     set.close().await.unwrap();
 }
 
-async fn cached_executor(sets: Vec<BuiltinToolSet>, cache: &ResultCache) -> Executor {
-    let registry = Arc::new(Registry::new());
-    for set in sets {
-        let name = set.name().to_string();
-        let set: Arc<dyn ToolSet> = Arc::new(set);
-        registry
-            .add_tool_set(set, ToolSetRefresh::Cached)
-            .expect("add the set");
-        registry
-            .refresh_tool_set(&ToolContext::new(), &name)
-            .await
-            .expect("list the set");
-    }
-    Executor::builder(registry)
-        .middleware(cache.clone())
-        .build()
-}
-
 async fn invoke(executor: &Executor, name: &str, args: Value) -> ToolOutput {
     executor
         .invoke_tool(ToolContext::new(), name, &args.to_string())
         .await
         .unwrap_or_else(|e| panic!("{name} failed: {e}"))
-}
-
-fn status(output: &ToolOutput) -> Option<&str> {
-    output.meta.as_ref()?.get(CACHE_META_KEY)?.as_str()
 }
 
 #[tokio::test]
@@ -146,13 +104,13 @@ async fn a_grep_after_execute_code_wrote_deep_below_it_sees_the_write() {
         assert!(status.success());
     }
     let cache = ResultCache::new();
-    let executor = cached_executor(vec![set_on(dir.path())], &cache).await;
+    let executor = cached_executor([set_on(dir.path())], &cache).await;
     let grep = json!({"pattern": "NEEDLE", "output_mode": "content"});
     let first = invoke(&executor, "Grep", grep.clone()).await;
     assert!(!first.llm_text().contains("NEEDLE"), "{}", first.llm_text());
     let second = invoke(&executor, "Grep", grep.clone()).await;
     assert_eq!(
-        status(&second),
+        cache_status(&second),
         Some("hit"),
         "the control: a repeat is a hit"
     );
@@ -166,7 +124,7 @@ async fn a_grep_after_execute_code_wrote_deep_below_it_sees_the_write() {
     .await;
     assert!(!out.is_error, "{}", out.llm_text());
     let third = invoke(&executor, "Grep", grep).await;
-    assert_ne!(status(&third), Some("hit"));
+    assert_ne!(cache_status(&third), Some("hit"));
     assert!(
         third.llm_text().contains("NEEDLE found"),
         "{}",
@@ -179,7 +137,7 @@ async fn an_error_is_not_cached_and_base_dirs_do_not_share_entries() {
     let one = tempfile::tempdir().unwrap();
     let two = tempfile::tempdir().unwrap();
     let cache = ResultCache::new();
-    let executor = cached_executor(vec![set_on(one.path())], &cache).await;
+    let executor = cached_executor([set_on(one.path())], &cache).await;
     let read = json!({"file_path": "same.txt"});
     let missing = invoke(&executor, "Read", read.clone()).await;
     assert!(missing.is_error, "{}", missing.llm_text());
@@ -194,12 +152,12 @@ async fn an_error_is_not_cached_and_base_dirs_do_not_share_entries() {
     // The same relative path, the same size, mtime and ctime cannot be forced across two
     // directories, but the same cache and an identical call must still never cross them.
     std::fs::write(two.path().join("same.txt"), "FROM TWO").unwrap();
-    let other = cached_executor(vec![set_on(two.path())], &cache).await;
+    let other = cached_executor([set_on(two.path())], &cache).await;
     let from_two = invoke(&other, "Read", read.clone()).await;
     assert!(
         from_two.llm_text().contains("FROM TWO"),
         "{}",
         from_two.llm_text()
     );
-    assert_ne!(status(&from_two), Some("hit"));
+    assert_ne!(cache_status(&from_two), Some("hit"));
 }

@@ -68,9 +68,7 @@ async fn every_escaping_pattern_is_killed_when_the_command_exits() {
     for containment in BOTH {
         let dir = base_with_daemon();
         let shell = shell_with(dir.path(), containment, None);
-        let out = call(&tool(&shell, "Bash"), json!({"command": ESCAPERS}))
-            .await
-            .unwrap();
+        let out = run_bash(&shell, json!({"command": ESCAPERS})).await;
         let pids = read_pids(&dir.path().join("pids"), 4).await;
         assert_all_gone(&pids, &format!("{containment:?}"));
         assert_eq!(
@@ -94,9 +92,7 @@ async fn each_escaping_pattern_alone_leaves_no_survivor() {
         for pattern in patterns {
             let dir = base_with_daemon();
             let shell = shell_with(dir.path(), containment, None);
-            let out = call(&tool(&shell, "Bash"), json!({"command": pattern}))
-                .await
-                .unwrap();
+            let out = run_bash(&shell, json!({"command": pattern})).await;
             let pids = read_pids(&dir.path().join("pids"), 1).await;
             assert_all_gone(&pids, &format!("{containment:?}, {pattern}"));
             assert_eq!(
@@ -115,12 +111,7 @@ async fn a_timeout_kills_the_command_and_every_escaper() {
         let dir = base_with_daemon();
         let shell = shell_with(dir.path(), containment, None);
         let command = format!("{ESCAPERS}\n{LINGER}");
-        let out = call(
-            &tool(&shell, "Bash"),
-            json!({"command": command, "timeout": 3000}),
-        )
-        .await
-        .unwrap();
+        let out = run_bash(&shell, json!({"command": command, "timeout": 3000})).await;
         let pids = read_pids(&dir.path().join("pids"), 4).await;
         assert_all_gone(&pids, &format!("{containment:?}"));
         assert!(out.is_error);
@@ -245,12 +236,11 @@ async fn a_finished_task_reports_the_escapers_it_left() {
     for containment in BOTH {
         let dir = base_with_daemon();
         let shell = shell_with(dir.path(), containment, None);
-        let started = call(
-            &tool(&shell, "Bash"),
+        let started = run_bash(
+            &shell,
             json!({"command": ESCAPERS, "run_in_background": true}),
         )
-        .await
-        .unwrap();
+        .await;
         let read = call(
             &tool(&shell, "TaskOutput"),
             json!({"task_id": task_id(&started)}),
@@ -273,12 +263,11 @@ async fn dropping_the_set_kills_every_escaper_of_its_tasks() {
     for containment in BOTH {
         let dir = base_with_daemon();
         let shell = shell_with(dir.path(), containment, None);
-        call(
-            &tool(&shell, "Bash"),
+        run_bash(
+            &shell,
             json!({"command": format!("{ESCAPERS}\n{LINGER}"), "run_in_background": true}),
         )
-        .await
-        .unwrap();
+        .await;
         let pids = read_pids(&dir.path().join("pids"), 4).await;
         drop(shell);
         // The test's own thread blocks here: the backstop may not need the runtime.
@@ -290,12 +279,11 @@ async fn dropping_the_set_kills_every_escaper_of_its_tasks() {
 async fn killing_the_supervisor_is_reported_not_hidden() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_with(dir.path(), Containment::Subreaper, None);
-    let out = call(
-        &tool(&shell, "Bash"),
+    let out = run_bash(
+        &shell,
         json!({"command": "setsid sleep 300 & echo $! >> pids; kill -9 $PPID"}),
     )
-    .await
-    .unwrap();
+    .await;
     let pids = read_pids(&dir.path().join("pids"), 1).await;
     let text = out.llm_text();
     // Without a sandbox the command could kill its supervisor; the escaped sleep is then out
@@ -318,12 +306,11 @@ async fn in_the_sandbox_the_supervisor_cannot_be_killed() {
         Containment::Subreaper,
         Some(SandboxMode::WorkspaceWrite),
     );
-    let out = call(
-        &tool(&shell, "Bash"),
+    let out = run_bash(
+        &shell,
         json!({"command": "setsid sleep 300 & echo $! >> pids; kill -9 $PPID; echo after"}),
     )
-    .await
-    .unwrap();
+    .await;
     let pids = read_pids(&dir.path().join("pids"), 1).await;
     assert_all_gone(&pids, "sandboxed subreaper");
     let text = out.llm_text();
@@ -344,9 +331,7 @@ async fn secrets_in_the_parent_environment_never_reach_bash() {
         // The child's part: print what a command sees.
         let dir = tempfile::tempdir().unwrap();
         let shell = shell_in(dir.path());
-        let out = call(&tool(&shell, "Bash"), json!({"command": "env"}))
-            .await
-            .unwrap();
+        let out = run_bash(&shell, json!({"command": "env"})).await;
         println!("<<<ENV\n{}\nENV>>>", out.llm_text());
         return;
     }
@@ -608,9 +593,7 @@ async fn a_sandboxed_command_is_killed_with_everything_it_started() {
     for containment in BOTH {
         let dir = base_with_daemon();
         let shell = shell_with(dir.path(), containment, Some(SandboxMode::WorkspaceWrite));
-        let out = call(&tool(&shell, "Bash"), json!({"command": ESCAPERS}))
-            .await
-            .unwrap();
+        let out = run_bash(&shell, json!({"command": ESCAPERS})).await;
         let pids = read_pids(&dir.path().join("pids"), 4).await;
         assert_all_gone(&pids, &format!("{containment:?}"));
         assert_eq!(killed(&out), 4, "{containment:?}: {}", out.llm_text());

@@ -2,35 +2,15 @@
 //! produced image returned as an image block, the sandbox refusing a write outside the base,
 //! and the read-only rule.
 
+use crate::files_support::{run_code, set_on};
 use crate::shell_support;
 
-use std::path::Path;
-
 use base64::Engine as _;
-use serde_json::{Value, json};
+use serde_json::json;
 use shell_support::{read_pid_file, wait_until_gone};
 use toolbelt_builtin::shell::SandboxMode;
 use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt_core::{ContentBlock, DynTool, ToolContext, ToolOutput};
-
-fn set_on(dir: &Path) -> BuiltinToolSet {
-    BuiltinToolSet::new(BuiltinOptions::new(dir)).expect("tool set")
-}
-
-fn execute_code(set: &BuiltinToolSet) -> DynTool {
-    set.tool_list()
-        .iter()
-        .find(|t| t.name() == "execute_code")
-        .expect("execute_code is offered")
-        .clone()
-}
-
-async fn run(set: &BuiltinToolSet, args: Value) -> ToolOutput {
-    execute_code(set)
-        .call(ToolContext::for_call("call_1"), &args.to_string())
-        .await
-        .expect("execute_code runs")
-}
+use toolbelt_core::ContentBlock;
 
 #[tokio::test]
 async fn python_runs_in_the_base_dir_with_stdout_and_stderr() {
@@ -39,7 +19,7 @@ async fn python_runs_in_the_base_dir_with_stdout_and_stderr() {
     let set = set_on(dir.path());
     let code = "import sys\nn = int(open('input.txt').read())\nprint('double', n * 2)\n\
                 print('warned', file=sys.stderr)\nsys.exit(3)\n";
-    let out = run(&set, json!({"language": "python", "code": code})).await;
+    let out = run_code(&set, json!({"language": "python", "code": code})).await;
     let text = out.llm_text();
     assert!(text.contains("double 42"), "{text}");
     assert!(text.contains("warned"), "stderr is captured: {text}");
@@ -52,7 +32,7 @@ async fn javascript_runs_with_node() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
     let code = "const xs = [1, 2, 3];\nconsole.log('sum', xs.reduce((a, b) => a + b, 0));";
-    let out = run(&set, json!({"language": "javascript", "code": code})).await;
+    let out = run_code(&set, json!({"language": "javascript", "code": code})).await;
     assert_eq!(out.llm_text(), "sum 6\nExit code: 0");
 }
 
@@ -64,7 +44,7 @@ async fn a_timeout_kills_the_program_and_everything_it_started() {
                 child = subprocess.Popen(['sleep', '300'])\n\
                 open('pids.txt', 'w').write(f'{os.getpid()} {child.pid}')\n\
                 while True:\n    pass\n";
-    let out = run(
+    let out = run_code(
         &set,
         json!({"language": "python", "code": code, "timeout": 1500}),
     )
@@ -104,7 +84,7 @@ print('written')
 async fn a_produced_png_comes_back_as_an_image_block() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    let out = run(&set, json!({"language": "python", "code": PNG_PROGRAM})).await;
+    let out = run_code(&set, json!({"language": "python", "code": PNG_PROGRAM})).await;
     assert!(!out.is_error, "{}", out.llm_text());
     let images: Vec<&ContentBlock> = out
         .blocks
@@ -144,7 +124,7 @@ async fn the_sandbox_refuses_a_write_outside_the_base_dir() {
         "open('inside.txt', 'w').write('ok')\nopen({:?}, 'w').write('escaped')\n",
         target.display().to_string()
     );
-    let out = run(&set, json!({"language": "python", "code": code})).await;
+    let out = run_code(&set, json!({"language": "python", "code": code})).await;
     let text = out.llm_text();
     assert!(text.contains("PermissionError"), "{text}");
     assert!(!target.exists(), "the sandbox let a write escape");
@@ -166,7 +146,7 @@ async fn a_background_grandchild_is_killed_when_the_program_exits() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
     let code = "sleep 300 &\necho $! > bg.pid\necho started\n";
-    let out = run(&set, json!({"language": "bash", "code": code})).await;
+    let out = run_code(&set, json!({"language": "bash", "code": code})).await;
     assert!(out.llm_text().starts_with("started"), "{}", out.llm_text());
     let pid = read_pid_file(&dir.path().join("bg.pid")).await;
     assert!(wait_until_gone(pid), "the background sleep survived");
@@ -176,20 +156,20 @@ async fn a_background_grandchild_is_killed_when_the_program_exits() {
 async fn the_python_session_keeps_variables_until_restarted() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    let first = run(
+    let first = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "x = 41\nprint('set')"}),
     )
     .await;
     assert_eq!(first.llm_text(), "set\n", "{}", first.llm_text());
-    let second = run(
+    let second = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "x += 1\nprint(x)"}),
     )
     .await;
     assert_eq!(second.llm_text(), "42\n");
 
-    let restarted = run(&set, json!({"language": "python", "session": true, "restart": true, "code": "print('x' in globals())"})).await;
+    let restarted = run_code(&set, json!({"language": "python", "session": true, "restart": true, "code": "print('x' in globals())"})).await;
     assert!(
         restarted.llm_text().contains("restarted"),
         "{}",
@@ -201,7 +181,7 @@ async fn the_python_session_keeps_variables_until_restarted() {
         restarted.llm_text()
     );
 
-    let failing = run(
+    let failing = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "y = 1\nraise ValueError('boom')"}),
     )
@@ -212,7 +192,7 @@ async fn the_python_session_keeps_variables_until_restarted() {
         "{}",
         failing.llm_text()
     );
-    let kept = run(
+    let kept = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "print(y)"}),
     )
@@ -228,9 +208,9 @@ async fn the_python_session_keeps_variables_until_restarted() {
 async fn a_session_timeout_kills_the_interpreter_and_the_next_call_starts_fresh() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    run(&set, json!({"language": "python", "session": true, "code": "import os\nopen('pid', 'w').write(str(os.getpid()))\nkept = 1"})).await;
+    run_code(&set, json!({"language": "python", "session": true, "code": "import os\nopen('pid', 'w').write(str(os.getpid()))\nkept = 1"})).await;
     let pid = read_pid_file(&dir.path().join("pid")).await;
-    let spin = run(&set, json!({"language": "python", "session": true, "timeout": 1500, "code": "while True:\n    pass"})).await;
+    let spin = run_code(&set, json!({"language": "python", "session": true, "timeout": 1500, "code": "while True:\n    pass"})).await;
     assert!(spin.is_error);
     assert!(
         spin.llm_text().contains("timed out after 1500 ms"),
@@ -239,7 +219,7 @@ async fn a_session_timeout_kills_the_interpreter_and_the_next_call_starts_fresh(
     );
     assert!(wait_until_gone(pid), "the interpreter survived its timeout");
 
-    let after = run(
+    let after = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "print('kept' in globals())"}),
     )
@@ -260,7 +240,7 @@ async fn a_session_timeout_kills_the_interpreter_and_the_next_call_starts_fresh(
 async fn a_crashed_session_says_so_and_closing_the_set_kills_the_interpreter() {
     let dir = tempfile::tempdir().unwrap();
     let set = set_on(dir.path());
-    let crash = run(
+    let crash = run_code(
         &set,
         json!({"language": "python", "session": true, "code": "import os\nos._exit(7)"}),
     )
@@ -272,7 +252,7 @@ async fn a_crashed_session_says_so_and_closing_the_set_kills_the_interpreter() {
         crash.llm_text()
     );
 
-    run(&set, json!({"language": "python", "session": true, "code": "import os\nopen('pid', 'w').write(str(os.getpid()))"})).await;
+    run_code(&set, json!({"language": "python", "session": true, "code": "import os\nopen('pid', 'w').write(str(os.getpid()))"})).await;
     let pid = read_pid_file(&dir.path().join("pid")).await;
     toolbelt_core::ToolSet::close(&set).await.unwrap();
     assert!(

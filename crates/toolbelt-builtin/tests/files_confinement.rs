@@ -34,29 +34,27 @@ fn layout() -> Layout {
     }
 }
 
+/// Calls each (tool, arguments) and checks that every one is refused as outside the base.
+async fn refused_all<const N: usize>(
+    set: &toolbelt_builtin::BuiltinToolSet,
+    calls: [(&str, serde_json::Value); N],
+) {
+    for (name, args) in calls {
+        call_err(set, name, args, OUTSIDE).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dot_dot_paths_are_refused() {
     let l = layout();
     let set = set_on(&l.base);
-    call_err(
+    refused_all(
         &set,
-        "Read",
-        json!({"file_path": "../outside/secret.txt"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Read",
-        json!({"file_path": "sub/../../outside/secret.txt"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Write",
-        json!({"file_path": "../x", "content": "no"}),
-        OUTSIDE,
+        [
+            ("Read", json!({"file_path": "../outside/secret.txt"})),
+            ("Read", json!({"file_path": "sub/../../outside/secret.txt"})),
+            ("Write", json!({"file_path": "../x", "content": "no"})),
+        ],
     )
     .await;
     assert!(!l.base.parent().unwrap().join("x").exists());
@@ -80,40 +78,22 @@ async fn a_symlink_to_outside_is_refused_for_reading_and_writing() {
     symlink(l.outside.join("secret.txt"), l.base.join("link.txt")).unwrap();
     symlink(&l.outside, l.base.join("outdir")).unwrap();
     let set = set_on(&l.base);
-    call_err(&set, "Read", json!({"file_path": "link.txt"}), OUTSIDE).await;
-    call_err(
+    refused_all(
         &set,
-        "Read",
-        json!({"file_path": "outdir/secret.txt"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Write",
-        json!({"file_path": "outdir/new.txt", "content": "x"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Edit",
-        json!({"file_path": "outdir/new2.txt", "old_string": "", "new_string": "x"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Grep",
-        json!({"pattern": "secret", "path": "outdir"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Glob",
-        json!({"pattern": "*", "path": "outdir"}),
-        OUTSIDE,
+        [
+            ("Read", json!({"file_path": "link.txt"})),
+            ("Read", json!({"file_path": "outdir/secret.txt"})),
+            (
+                "Write",
+                json!({"file_path": "outdir/new.txt", "content": "x"}),
+            ),
+            (
+                "Edit",
+                json!({"file_path": "outdir/new2.txt", "old_string": "", "new_string": "x"}),
+            ),
+            ("Grep", json!({"pattern": "secret", "path": "outdir"})),
+            ("Glob", json!({"pattern": "*", "path": "outdir"})),
+        ],
     )
     .await;
     assert!(!l.outside.join("new.txt").exists());
@@ -131,18 +111,15 @@ async fn a_symlink_inside_a_subdirectory_pointing_out_is_refused() {
     // A dangling link to a missing file outside must not let Write create it.
     symlink(l.outside.join("planted.txt"), l.base.join("sub/dangling")).unwrap();
     let set = set_on(&l.base);
-    call_err(
+    refused_all(
         &set,
-        "Read",
-        json!({"file_path": "sub/escape/secret.txt"}),
-        OUTSIDE,
-    )
-    .await;
-    call_err(
-        &set,
-        "Write",
-        json!({"file_path": "sub/dangling", "content": "x"}),
-        OUTSIDE,
+        [
+            ("Read", json!({"file_path": "sub/escape/secret.txt"})),
+            (
+                "Write",
+                json!({"file_path": "sub/dangling", "content": "x"}),
+            ),
+        ],
     )
     .await;
     assert!(!l.outside.join("planted.txt").exists());

@@ -2,30 +2,12 @@
 //! tools or from outside making the next Read a miss with the new content, cached searches
 //! invalidated by the tools' writes, and no entry shared between tool sets.
 
-use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
+use crate::files_support::{cache_status, cached_executor, set_on};
 use serde_json::{Value, json};
-use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt_core::{ToolContext, ToolOutput, ToolSet};
-use toolbelt_exec::{CACHE_META_KEY, Executor, Registry, ResultCache, ToolSetRefresh};
-
-async fn cached_executor(set: BuiltinToolSet, cache: &ResultCache) -> Executor {
-    let registry = Arc::new(Registry::new());
-    let name = set.name().to_string();
-    let set: Arc<dyn ToolSet> = Arc::new(set);
-    registry
-        .add_tool_set(set, ToolSetRefresh::Cached)
-        .expect("add the set");
-    registry
-        .refresh_tool_set(&ToolContext::new(), &name)
-        .await
-        .expect("list the set");
-    Executor::builder(registry)
-        .middleware(cache.clone())
-        .build()
-}
+use toolbelt_core::{ToolContext, ToolOutput};
+use toolbelt_exec::{Executor, ResultCache};
 
 async fn run(executor: &Executor, name: &str, args: Value) -> ToolOutput {
     let out = executor
@@ -36,34 +18,26 @@ async fn run(executor: &Executor, name: &str, args: Value) -> ToolOutput {
     out
 }
 
-fn status(output: &ToolOutput) -> Option<&str> {
-    output.meta.as_ref()?.get(CACHE_META_KEY)?.as_str()
-}
-
-fn set_on(dir: &Path) -> BuiltinToolSet {
-    BuiltinToolSet::new(BuiltinOptions::new(dir)).expect("tool set")
-}
-
 #[tokio::test]
 async fn a_read_is_a_hit_until_an_edit_then_a_miss_with_the_new_content() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     let cache = ResultCache::new();
-    let executor = cached_executor(set_on(dir.path()), &cache).await;
+    let executor = cached_executor([set_on(dir.path())], &cache).await;
     let read = json!({"file_path": "notes.txt"});
 
     let first = run(&executor, "Read", read.clone()).await;
-    assert_eq!(status(&first), Some("miss"));
+    assert_eq!(cache_status(&first), Some("miss"));
     let second = run(&executor, "Read", read.clone()).await;
-    assert_eq!(status(&second), Some("hit"));
+    assert_eq!(cache_status(&second), Some("hit"));
     assert_eq!(second.llm_text(), first.llm_text());
 
     let edit = json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "gamma"});
     let edited = run(&executor, "Edit", edit).await;
-    assert_eq!(status(&edited), None, "Edit is not cached");
+    assert_eq!(cache_status(&edited), None, "Edit is not cached");
 
     let third = run(&executor, "Read", read.clone()).await;
-    assert_eq!(status(&third), Some("miss"));
+    assert_eq!(cache_status(&third), Some("miss"));
     assert!(third.llm_text().contains("gamma"), "{}", third.llm_text());
     assert!(!third.llm_text().contains("beta"));
     // The Read that was a hit still counts as the full read Edit needs: a second Edit passes.
@@ -77,12 +51,12 @@ async fn a_file_touched_from_outside_is_a_miss() {
     let file = dir.path().join("data.txt");
     std::fs::write(&file, "one\n").unwrap();
     let cache = ResultCache::new();
-    let executor = cached_executor(set_on(dir.path()), &cache).await;
+    let executor = cached_executor([set_on(dir.path())], &cache).await;
     let read = json!({"file_path": "data.txt"});
 
     run(&executor, "Read", read.clone()).await;
     assert_eq!(
-        status(&run(&executor, "Read", read.clone()).await),
+        cache_status(&run(&executor, "Read", read.clone()).await),
         Some("hit")
     );
 
@@ -94,7 +68,7 @@ async fn a_file_touched_from_outside_is_a_miss() {
     assert!(touched.success());
     let after = run(&executor, "Read", read.clone()).await;
     assert_eq!(
-        status(&after),
+        cache_status(&after),
         Some("miss"),
         "a new mtime is a new fingerprint"
     );
@@ -116,18 +90,18 @@ async fn a_same_size_rewrite_with_the_old_mtime_put_back_is_a_miss() {
     };
     set_old();
     let cache = ResultCache::new();
-    let executor = cached_executor(set_on(dir.path()), &cache).await;
+    let executor = cached_executor([set_on(dir.path())], &cache).await;
     let read = json!({"file_path": "data.txt"});
     run(&executor, "Read", read.clone()).await;
     assert_eq!(
-        status(&run(&executor, "Read", read.clone()).await),
+        cache_status(&run(&executor, "Read", read.clone()).await),
         Some("hit")
     );
 
     std::fs::write(&file, "new!\n").unwrap();
     set_old();
     let after = run(&executor, "Read", read.clone()).await;
-    assert_eq!(status(&after), Some("miss"), "the change time moved");
+    assert_eq!(cache_status(&after), Some("miss"), "the change time moved");
     assert!(after.llm_text().contains("new!"), "{}", after.llm_text());
 }
 
@@ -147,13 +121,13 @@ async fn a_cached_grep_is_a_miss_after_a_write_through_the_tools() {
         assert!(status.success());
     }
     let cache = ResultCache::new();
-    let executor = cached_executor(set_on(dir.path()), &cache).await;
+    let executor = cached_executor([set_on(dir.path())], &cache).await;
     let grep = json!({"pattern": "needle", "path": "src"});
 
     let first = run(&executor, "Grep", grep.clone()).await;
-    assert_eq!(status(&first), Some("miss"));
+    assert_eq!(cache_status(&first), Some("miss"));
     assert_eq!(
-        status(&run(&executor, "Grep", grep.clone()).await),
+        cache_status(&run(&executor, "Grep", grep.clone()).await),
         Some("hit")
     );
 
@@ -166,14 +140,14 @@ async fn a_cached_grep_is_a_miss_after_a_write_through_the_tools() {
     )
     .await;
     let after_bash = run(&executor, "Grep", grep.clone()).await;
-    assert_eq!(status(&after_bash), Some("miss"));
+    assert_eq!(cache_status(&after_bash), Some("miss"));
     assert!(
         after_bash.llm_text().contains("b.txt"),
         "{}",
         after_bash.llm_text()
     );
     assert_eq!(
-        status(&run(&executor, "Grep", grep.clone()).await),
+        cache_status(&run(&executor, "Grep", grep.clone()).await),
         Some("hit")
     );
 
@@ -187,7 +161,7 @@ async fn a_cached_grep_is_a_miss_after_a_write_through_the_tools() {
     )
     .await;
     let after_write = run(&executor, "Grep", grep.clone()).await;
-    assert_ne!(status(&after_write), Some("hit"));
+    assert_ne!(cache_status(&after_write), Some("hit"));
     assert!(
         !after_write.llm_text().contains("a.txt"),
         "{}",
@@ -200,14 +174,14 @@ async fn two_tool_sets_on_one_directory_never_share_an_entry() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "alpha\n").unwrap();
     let cache = ResultCache::new();
-    let first = cached_executor(set_on(dir.path()), &cache).await;
-    let second = cached_executor(set_on(dir.path()), &cache).await;
+    let first = cached_executor([set_on(dir.path())], &cache).await;
+    let second = cached_executor([set_on(dir.path())], &cache).await;
     let read = json!({"file_path": "notes.txt"});
 
     run(&first, "Read", read.clone()).await;
     let other = run(&second, "Read", read.clone()).await;
     assert_eq!(
-        status(&other),
+        cache_status(&other),
         Some("miss"),
         "the second set must record its own read"
     );

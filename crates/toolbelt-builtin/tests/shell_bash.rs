@@ -14,12 +14,7 @@ use toolbelt_core::{EnvPolicy, ToolContext, ToolError};
 async fn non_zero_exit_is_a_normal_result_with_the_code() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let out = call(
-        &tool(&shell, "Bash"),
-        json!({"command": "echo out; echo err >&2; exit 3"}),
-    )
-    .await
-    .unwrap();
+    let out = run_bash(&shell, json!({"command": "echo out; echo err >&2; exit 3"})).await;
     assert!(!out.is_error);
     assert_eq!(out.llm_text(), "out\nerr\nExit code: 3");
     assert_eq!(out.meta.unwrap()["exit_code"], 3);
@@ -30,9 +25,7 @@ async fn stdout_and_stderr_are_interleaved_in_order_of_arrival() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
     let command = "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done";
-    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": command})).await;
     assert_eq!(
         out.llm_text(),
         "out1\nerr1\nout2\nerr2\nout3\nerr3\nout4\nerr4\nout5\nerr5\nExit code: 0"
@@ -44,12 +37,7 @@ async fn commands_run_in_the_base_dir_with_stdin_closed() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
     // `cat` with an open stdin would wait forever; with /dev/null it ends at once.
-    let out = call(
-        &tool(&shell, "Bash"),
-        json!({"command": "pwd; cat; echo done"}),
-    )
-    .await
-    .unwrap();
+    let out = run_bash(&shell, json!({"command": "pwd; cat; echo done"})).await;
     let expected = format!("{}\ndone\nExit code: 0", shell.base_dir().display());
     assert_eq!(out.llm_text(), expected);
 }
@@ -78,12 +66,7 @@ async fn timeout_kills_the_whole_process_tree() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
     let command = "sleep 300 & echo $! > grandchild.pid; echo started; wait";
-    let out = call(
-        &tool(&shell, "Bash"),
-        json!({"command": command, "timeout": 400}),
-    )
-    .await
-    .unwrap();
+    let out = run_bash(&shell, json!({"command": command, "timeout": 400})).await;
     assert!(out.is_error);
     assert!(
         out.llm_text().starts_with("started\n"),
@@ -108,12 +91,7 @@ async fn timeout_force_kills_a_grandchild_that_ignores_sigterm() {
     let shell = shell_in(dir.path());
     let command =
         "bash -c 'trap \"\" TERM; echo $$ > stubborn.pid; while true; do sleep 1; done' & wait";
-    let out = call(
-        &tool(&shell, "Bash"),
-        json!({"command": command, "timeout": 400}),
-    )
-    .await
-    .unwrap();
+    let out = run_bash(&shell, json!({"command": command, "timeout": 400})).await;
     assert!(out.is_error);
     let pid = read_pid_file(&dir.path().join("stubborn.pid")).await;
     assert!(
@@ -162,12 +140,11 @@ async fn dropping_a_running_call_kills_its_process_tree() {
 async fn a_finished_command_leaves_no_background_job_behind() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let out = call(
-        &tool(&shell, "Bash"),
+    let out = run_bash(
+        &shell,
         json!({"command": "sleep 300 & echo $! > job.pid; echo launched"}),
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         out.llm_text(),
         "launched\nExit code: 0\nKilled 1 process the command left running."
@@ -184,9 +161,7 @@ async fn a_finished_command_leaves_no_background_job_behind() {
 async fn long_output_is_capped_keeping_head_and_tail() {
     let dir = tempfile::tempdir().unwrap();
     let shell = ShellTools::new(ShellConfig::new(dir.path()).max_output_chars(1000)).unwrap();
-    let out = call(&tool(&shell, "Bash"), json!({"command": "seq 1 100000"}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": "seq 1 100000"})).await;
     let text = out.llm_text();
     assert!(text.starts_with("1\n2\n3\n"), "{}", &text[..50]);
     assert!(
@@ -208,9 +183,7 @@ async fn long_output_is_capped_keeping_head_and_tail() {
 async fn default_output_cap_is_30000_characters() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let out = call(&tool(&shell, "Bash"), json!({"command": "seq 1 50000"}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": "seq 1 50000"})).await;
     let shown = out.llm_text().chars().count();
     assert!(
         (30_000..30_100).contains(&shown),
@@ -229,9 +202,7 @@ async fn environment_follows_the_env_policy_plus_overrides() {
     )
     .unwrap();
     let command = "echo \"${HOME-unset} ${TOOLBELT_GREETING} ${MODE} ${PATH:+path-kept}\"";
-    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": command})).await;
     assert_eq!(
         out.llm_text(),
         "unset hello override path-kept\nExit code: 0"
@@ -258,9 +229,7 @@ async fn a_missing_base_dir_is_a_clear_error() {
 async fn killed_by_a_signal_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let out = call(&tool(&shell, "Bash"), json!({"command": "kill -9 $$"}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": "kill -9 $$"})).await;
     assert_eq!(out.llm_text(), "(no output)\nKilled by signal 9");
 }
 

@@ -95,12 +95,7 @@ async fn with_a_policy_unparsable_commands_are_refused() {
 async fn without_a_policy_anything_parses_or_not_runs() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let out = call(
-        &tool(&shell, "Bash"),
-        json!({"command": "cat <<EOF\nheredoc\nEOF"}),
-    )
-    .await
-    .unwrap();
+    let out = run_bash(&shell, json!({"command": "cat <<EOF\nheredoc\nEOF"})).await;
     assert_eq!(out.llm_text(), "heredoc\nExit code: 0");
 }
 

@@ -72,12 +72,11 @@ async fn background_tasks_are_sandboxed_too() {
     let outside = tempfile::tempdir().unwrap();
     let shell = ShellTools::new(ShellConfig::new(base.path()).sandbox(Arc::new(sandbox))).unwrap();
     let target = outside.path().join("escape.txt");
-    let started = call(
-        &tool(&shell, "Bash"),
+    let started = run_bash(
+        &shell,
         json!({"command": format!("echo x > {}", target.display()), "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let id = started.meta.unwrap()["task_id"]
         .as_str()
         .unwrap()
@@ -104,9 +103,7 @@ async fn the_network_can_be_allowed_in_the_sandbox() {
     assert!(!sandbox.denies_network());
     let shell = ShellTools::new(ShellConfig::new(base.path()).sandbox(Arc::new(sandbox))).unwrap();
     let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    let out = call(&tool(&shell, "Bash"), json!({"command": command}))
-        .await
-        .unwrap();
+    let out = run_bash(&shell, json!({"command": command})).await;
     assert_eq!(out.llm_text(), "connected\nExit code: 0");
 }
 

@@ -75,12 +75,11 @@ async fn task_stop_kills_the_task_tree_and_refuses_a_second_stop() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
     let command = "sleep 300 & echo $! > grandchild.pid; echo up; wait";
-    let started = call(
-        &tool(&shell, "Bash"),
+    let started = run_bash(
+        &shell,
         json!({"command": command, "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let id = task_id(&started);
     let pid = read_pid_file(&dir.path().join("grandchild.pid")).await;
 
@@ -109,12 +108,11 @@ async fn task_stop_kills_the_task_tree_and_refuses_a_second_stop() {
 async fn stopping_a_finished_task_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let started = call(
-        &tool(&shell, "Bash"),
+    let started = run_bash(
+        &shell,
         json!({"command": "true", "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let id = task_id(&started);
     call(
         &tool(&shell, "TaskOutput"),
@@ -145,12 +143,11 @@ async fn unknown_task_ids_are_clear_errors() {
             .contains("no background task with id \"task_99\""),
         "{err}"
     );
-    call(
-        &tool(&shell, "Bash"),
+    run_bash(
+        &shell,
         json!({"command": "true", "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let err = call(&tool(&shell, "TaskStop"), json!({"task_id": "nope"}))
         .await
         .unwrap_err();
@@ -161,12 +158,11 @@ async fn unknown_task_ids_are_clear_errors() {
 async fn a_non_blocking_read_of_a_quiet_task_returns_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    let started = call(
-        &tool(&shell, "Bash"),
+    let started = run_bash(
+        &shell,
         json!({"command": "sleep 300", "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let id = task_id(&started);
     let out = call(
         &tool(&shell, "TaskOutput"),
@@ -224,12 +220,11 @@ async fn closing_the_tool_set_kills_every_task_it_started() {
 async fn dropping_the_tool_set_kills_its_tasks_as_a_backstop() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());
-    call(
-        &tool(&shell, "Bash"),
+    run_bash(
+        &shell,
         json!({"command": "sleep 300 & echo $! > a.pid; wait", "run_in_background": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let pid = read_pid_file(&dir.path().join("a.pid")).await;
     drop(shell);
     assert!(wait_until_gone(pid), "task {pid} survived dropping the set");

@@ -1,12 +1,14 @@
-//! Helpers shared by the file and search tool tests: a tool set on a temp directory and a
-//! way to call its tools by name.
+//! Helpers shared by the file, search and `execute_code` tests: a tool set on a temp
+//! directory, ways to call its tools by name, and an executor caching their results.
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 use toolbelt_builtin::{BuiltinOptions, BuiltinToolSet};
-use toolbelt_core::{Tool, ToolContext, ToolOutput};
+use toolbelt_core::{Tool, ToolContext, ToolOutput, ToolSet};
+use toolbelt_exec::{CACHE_META_KEY, Executor, Registry, ResultCache, ToolSetRefresh};
 
 /// A tool set confined to `dir`.
 pub fn set_on(dir: &Path) -> BuiltinToolSet {
@@ -44,4 +46,44 @@ pub async fn call_err(set: &BuiltinToolSet, name: &str, args: Value, needle: &st
     let text = out.llm_text();
     assert!(text.contains(needle), "{text:?} should contain {needle:?}");
     text
+}
+
+/// Runs `execute_code` with `args`; fails the test if the tool refuses the call.
+pub async fn run_code(set: &BuiltinToolSet, args: Value) -> ToolOutput {
+    let tool = set
+        .tool_list()
+        .iter()
+        .find(|t| t.name() == "execute_code")
+        .expect("execute_code is offered")
+        .clone();
+    tool.call(ToolContext::for_call("call_1"), &args.to_string())
+        .await
+        .expect("execute_code runs")
+}
+
+/// An executor over `sets` (each listed once) behind the result cache `cache`.
+pub async fn cached_executor(
+    sets: impl IntoIterator<Item = BuiltinToolSet>,
+    cache: &ResultCache,
+) -> Executor {
+    let registry = Arc::new(Registry::new());
+    for set in sets {
+        let name = set.name().to_string();
+        let set: Arc<dyn ToolSet> = Arc::new(set);
+        registry
+            .add_tool_set(set, ToolSetRefresh::Cached)
+            .expect("add the set");
+        registry
+            .refresh_tool_set(&ToolContext::new(), &name)
+            .await
+            .expect("list the set");
+    }
+    Executor::builder(registry)
+        .middleware(cache.clone())
+        .build()
+}
+
+/// What the result cache did for `output` (`hit`, `miss`, ...), if it said.
+pub fn cache_status(output: &ToolOutput) -> Option<&str> {
+    output.meta.as_ref()?.get(CACHE_META_KEY)?.as_str()
 }

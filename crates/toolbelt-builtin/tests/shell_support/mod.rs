@@ -50,6 +50,13 @@ pub async fn call(tool: &DynTool, args: serde_json::Value) -> Result<ToolOutput,
         .await
 }
 
+/// Runs the Bash tool of `shell` with JSON arguments; fails the test if the tool refuses.
+pub async fn run_bash(shell: &ShellTools, args: serde_json::Value) -> ToolOutput {
+    call(&tool(shell, "Bash"), args.clone())
+        .await
+        .unwrap_or_else(|e| panic!("Bash refused {args}: {e}"))
+}
+
 /// A shell tool set in a fresh temp dir, with a short kill grace so tests stay fast.
 pub fn shell_in(dir: &Path) -> ShellTools {
     ShellTools::new(ShellConfig::new(dir).kill_grace(Duration::from_millis(300))).unwrap()
