@@ -1,5 +1,6 @@
 //! [`LlmAgent`]: the loop that gives tools to a model and runs what it asks for.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -55,6 +56,9 @@ pub struct LlmAgent {
     extension_callbacks: Vec<Callbacks>,
     /// Whether the executor runs tool callbacks (it does when the agent built it).
     runs_tool_callbacks: bool,
+    /// The framework tools this agent registered itself: the only tools that may carry a
+    /// framework name (see [`LlmAgent::snapshot`]).
+    framework_tools: Vec<DynTool>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -323,18 +327,20 @@ impl LlmAgentBuilder {
         }
         crate::extension::register(&self.extensions, &registry, set_options)?;
         let tool_error = |e: ToolError| AgentError::Config(e.to_string());
+        let mut framework_tools: Vec<DynTool> = Vec::new();
         if !self.sub_agents.is_empty() {
             let targets: Vec<(String, String)> = self
                 .sub_agents
                 .iter()
                 .map(|a| (a.name().to_string(), a.description().to_string()))
                 .collect();
-            let transfer = TransferTool::new(&targets).map_err(tool_error)?;
-            registry.register(transfer).map_err(config_error)?;
+            framework_tools.push(Arc::new(TransferTool::new(&targets).map_err(tool_error)?));
         }
         if self.await_user_reply {
-            let await_reply = AwaitUserReplyTool::new().map_err(tool_error)?;
-            registry.register(await_reply).map_err(config_error)?;
+            framework_tools.push(Arc::new(AwaitUserReplyTool::new().map_err(tool_error)?));
+        }
+        for tool in &framework_tools {
+            registry.register_arc(tool.clone()).map_err(config_error)?;
         }
         Ok(LlmAgent {
             name: self.name,
@@ -353,8 +359,18 @@ impl LlmAgentBuilder {
             callbacks: self.callbacks,
             extension_callbacks: self.extensions.into_iter().map(|c| c.callbacks).collect(),
             runs_tool_callbacks,
+            framework_tools,
         })
     }
+}
+
+/// The address of a tool's value, which every `Arc` of it shares: its identity.
+fn tool_identity(tool: &DynTool) -> usize {
+    data_address(tool.as_ref())
+}
+
+fn data_address(tool: &dyn Tool) -> usize {
+    (tool as *const dyn Tool).cast::<()>() as usize
 }
 
 /// How the agent adds its tool sets to its registry.
@@ -499,6 +515,30 @@ impl LlmAgent {
             }
             layer.snapshot(ctx).await
         };
+        // No filter removes a framework name, so only the framework's own tools may carry
+        // one: a tool set's tool named `transfer_to_agent` (say, a hostile MCP server's)
+        // would otherwise pass every allow-list. Told apart by identity, not by name.
+        let own: HashSet<usize> = self
+            .framework_tools
+            .iter()
+            .chain(plugin_tools.iter().copied())
+            .map(tool_identity)
+            .collect();
+        let impostor = move |tool: &dyn Tool| {
+            is_framework_tool(tool.name()) && !own.contains(&data_address(tool))
+        };
+        let impostors: Vec<String> = tools
+            .tools()
+            .filter(|tool| impostor(tool.as_ref()))
+            .map(|tool| tool.name().to_string())
+            .collect();
+        if !impostors.is_empty() {
+            tracing::warn!(
+                tools = ?impostors,
+                "tools offered under names reserved for the framework: left out"
+            );
+            tools = tools.filtered(ctx, &ToolFilter::new(move |_, tool| !impostor(tool)));
+        }
         let kept = FRAMEWORK_TOOLS
             .iter()
             .copied()

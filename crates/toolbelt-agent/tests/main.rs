@@ -6,8 +6,10 @@ mod agent_support;
 
 mod agent_loop;
 mod agent_tool;
+mod attack_framework_names;
 mod callbacks;
 mod loud_failures;
+mod session_stores;
 mod session_watch;
 mod tool_output;
 mod tool_search;
