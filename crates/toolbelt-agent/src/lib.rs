@@ -13,7 +13,8 @@
 //!   [`Event`]s: a header plus an [`EventKind`] (input, model deltas and responses, tool
 //!   chunks, progress and results as they happen, warnings, errors) and always, last,
 //!   [`EventKind::RunCompleted`]. The JSON form is stable (see [`Event`]).
-//! - Sessions ([`session`]): in memory, or SQLite (feature `sqlite`); every complete event
+//! - Sessions ([`session`]): in memory, SQLite (feature `sqlite`), PostgreSQL (`postgres`)
+//!   or Redis (`redis`), one by URL with [`session::open_url`]; every complete event
 //!   is stored before the caller sees it; a store that fails ends the run with an
 //!   [`ErrorKind::Session`] error the caller still receives (before the model is called when
 //!   the store fails at the start). History is made valid for any provider before every
@@ -125,6 +126,10 @@ pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
 pub use plugin::Plugin;
 pub use runner::{EventStream, RunInput, Runner};
+#[cfg(feature = "postgres")]
+pub use session::PostgresSessionService;
+#[cfg(feature = "redis")]
+pub use session::RedisSessionService;
 #[cfg(feature = "sqlite")]
 pub use session::SqliteSessionService;
 pub use session::{InMemorySessionService, Session, SessionKey, SessionService};

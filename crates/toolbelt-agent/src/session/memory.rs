@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use super::{Session, SessionKey, SessionService};
+use super::{Session, SessionKey, SessionService, conflict};
 use crate::{AgentError, Event};
 
 /// Sessions kept in memory for the life of the process.
@@ -55,6 +55,16 @@ impl SessionService for InMemorySessionService {
         Ok(())
     }
 
+    async fn append_events(&self, key: &SessionKey, events: &[Event]) -> Result<(), AgentError> {
+        let mut sessions = self.lock();
+        sessions
+            .entry(key.clone())
+            .or_insert_with(|| Session::new(key.clone()))
+            .events
+            .extend_from_slice(events);
+        Ok(())
+    }
+
     async fn update_state(
         &self,
         key: &SessionKey,
@@ -65,11 +75,38 @@ impl SessionService for InMemorySessionService {
             .entry(key.clone())
             .or_insert_with(|| Session::new(key.clone()));
         apply_changes(&mut session.state, changes);
+        session.version += 1;
         Ok(())
     }
 
+    async fn update_state_if(
+        &self,
+        key: &SessionKey,
+        expected_version: u64,
+        changes: Map<String, Value>,
+    ) -> Result<u64, AgentError> {
+        let mut sessions = self.lock();
+        let session = sessions
+            .entry(key.clone())
+            .or_insert_with(|| Session::new(key.clone()));
+        if session.version != expected_version {
+            return Err(conflict(key, expected_version, session.version));
+        }
+        apply_changes(&mut session.state, changes);
+        session.version += 1;
+        Ok(session.version)
+    }
+
     async fn take_state(&self, key: &SessionKey, name: &str) -> Result<Option<Value>, AgentError> {
-        Ok(self.lock().get_mut(key).and_then(|s| s.state.remove(name)))
+        let mut sessions = self.lock();
+        let Some(session) = sessions.get_mut(key) else {
+            return Ok(None);
+        };
+        let taken = session.state.remove(name);
+        if taken.is_some() {
+            session.version += 1;
+        }
+        Ok(taken)
     }
 
     async fn list_sessions(&self, app: &str, user_id: &str) -> Result<Vec<String>, AgentError> {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::legacy::read_legacy;
 use super::memory::apply_changes;
-use super::{Session, SessionKey, SessionService};
+use super::{Session, SessionKey, SessionService, conflict};
 use crate::{AgentError, Event};
 
 const SCHEMA: &str = "
@@ -80,6 +80,7 @@ impl SqliteSessionService {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(db_error)?;
         conn.execute_batch(SCHEMA).map_err(db_error)?;
+        add_version_column(&conn)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -101,6 +102,23 @@ impl SqliteSessionService {
     }
 }
 
+/// Files written before state versions get the column (every existing state at version 0).
+fn add_version_column(conn: &Connection) -> Result<(), AgentError> {
+    let has_version: bool = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('sessions') WHERE name = 'version'",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(db_error)?
+        > 0;
+    if !has_version {
+        conn.execute_batch("ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+            .map_err(db_error)?;
+    }
+    Ok(())
+}
+
 fn ensure_session(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<(), AgentError> {
     let now = now_ms();
     tx.execute(
@@ -113,22 +131,27 @@ fn ensure_session(tx: &rusqlite::Transaction<'_>, key: &SessionKey) -> Result<()
     Ok(())
 }
 
+/// The session's state and its version (empty at version 0 for a session not stored).
 fn read_state(
     tx: &rusqlite::Transaction<'_>,
     key: &SessionKey,
-) -> Result<Map<String, Value>, AgentError> {
-    let text: Option<String> = tx
+) -> Result<(Map<String, Value>, u64), AgentError> {
+    let row: Option<(String, i64)> = tx
         .query_row(
-            "SELECT state FROM sessions WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
+            "SELECT state, version FROM sessions
+             WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
             params![key.app, key.user_id, key.session_id],
-            |row| row.get(0),
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()
         .map_err(db_error)?;
-    match text {
-        None => Ok(Map::new()),
-        Some(text) => serde_json::from_str(&text)
-            .map_err(|e| AgentError::Session(format!("corrupt session state: {e}"))),
+    match row {
+        None => Ok((Map::new(), 0)),
+        Some((text, version)) => Ok((
+            serde_json::from_str(&text)
+                .map_err(|e| AgentError::Session(format!("corrupt session state: {e}")))?,
+            version.max(0) as u64,
+        )),
     }
 }
 
@@ -139,7 +162,7 @@ fn write_state(
 ) -> Result<(), AgentError> {
     let text = serde_json::to_string(state).map_err(db_error)?;
     tx.execute(
-        "UPDATE sessions SET state = ?4, updated_ms = ?5
+        "UPDATE sessions SET state = ?4, updated_ms = ?5, version = version + 1
          WHERE app = ?1 AND user_id = ?2 AND session_id = ?3",
         params![key.app, key.user_id, key.session_id, text, now_ms()],
     )
@@ -300,10 +323,15 @@ impl SessionService for SqliteSessionService {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(db_error)?;
             ensure_session(&tx, &key)?;
-            let state = read_state(&tx, &key)?;
+            let (state, version) = read_state(&tx, &key)?;
             let events = read_events(&tx, &key)?;
             tx.commit().map_err(db_error)?;
-            Ok(Session { key, events, state })
+            Ok(Session {
+                key,
+                events,
+                state,
+                version,
+            })
         })
         .await
     }
@@ -314,29 +342,42 @@ impl SessionService for SqliteSessionService {
     }
 
     async fn append_event(&self, key: &SessionKey, event: &Event) -> Result<(), AgentError> {
+        self.append_events(key, std::slice::from_ref(event)).await
+    }
+
+    async fn append_events(&self, key: &SessionKey, events: &[Event]) -> Result<(), AgentError> {
         let key = key.clone();
-        let body = serde_json::to_string(event).map_err(db_error)?;
-        let event = event.clone();
+        let rows = events
+            .iter()
+            .map(|event| {
+                Ok((
+                    serde_json::to_string(event).map_err(db_error)?,
+                    event.clone(),
+                ))
+            })
+            .collect::<Result<Vec<_>, AgentError>>()?;
         self.with(move |conn| {
             let tx = conn.transaction().map_err(db_error)?;
             ensure_session(&tx, &key)?;
-            tx.execute(
-                "INSERT INTO events (app, user_id, session_id, event_id, invocation_id, author,
-                                     object, body, timestamp_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    key.app,
-                    key.user_id,
-                    key.session_id,
-                    event.id,
-                    event.invocation_id,
-                    event.author,
-                    event.kind.type_name(),
-                    body,
-                    event.timestamp_ms as i64
-                ],
-            )
-            .map_err(db_error)?;
+            for (body, event) in rows {
+                tx.execute(
+                    "INSERT INTO events (app, user_id, session_id, event_id, invocation_id,
+                                         author, object, body, timestamp_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        key.app,
+                        key.user_id,
+                        key.session_id,
+                        event.id,
+                        event.invocation_id,
+                        event.author,
+                        event.kind.type_name(),
+                        body,
+                        event.timestamp_ms as i64
+                    ],
+                )
+                .map_err(db_error)?;
+            }
             tx.commit().map_err(db_error)
         })
         .await
@@ -351,10 +392,32 @@ impl SessionService for SqliteSessionService {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(db_error)?;
             ensure_session(&tx, &key)?;
-            let mut state = read_state(&tx, &key)?;
+            let (mut state, _) = read_state(&tx, &key)?;
             apply_changes(&mut state, changes);
             write_state(&tx, &key, &state)?;
             tx.commit().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn update_state_if(
+        &self,
+        key: &SessionKey,
+        expected_version: u64,
+        changes: Map<String, Value>,
+    ) -> Result<u64, AgentError> {
+        let key = key.clone();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(db_error)?;
+            ensure_session(&tx, &key)?;
+            let (mut state, version) = read_state(&tx, &key)?;
+            if version != expected_version {
+                return Err(conflict(&key, expected_version, version));
+            }
+            apply_changes(&mut state, changes);
+            write_state(&tx, &key, &state)?;
+            tx.commit().map_err(db_error)?;
+            Ok(version + 1)
         })
         .await
     }
@@ -364,7 +427,7 @@ impl SessionService for SqliteSessionService {
         let name = name.to_string();
         self.with(move |conn| {
             let tx = conn.transaction().map_err(db_error)?;
-            let mut state = read_state(&tx, &key)?;
+            let (mut state, _) = read_state(&tx, &key)?;
             let taken = state.remove(&name);
             if taken.is_some() {
                 write_state(&tx, &key, &state)?;
