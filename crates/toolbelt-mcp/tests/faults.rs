@@ -9,15 +9,6 @@ use common::*;
 use toolbelt_core::{Tool, ToolContext, ToolSet};
 use toolbelt_mcp::{ConnectionConfig, FailureKind, McpToolSet, Step, TransportConfig};
 
-async fn tool(set: &McpToolSet, name: &str) -> Arc<dyn Tool> {
-    set.tools(&ToolContext::new())
-        .await
-        .expect("list tools")
-        .into_iter()
-        .find(|t| t.name() == name)
-        .unwrap_or_else(|| panic!("no tool {name}"))
-}
-
 fn kill(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])

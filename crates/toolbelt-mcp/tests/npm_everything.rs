@@ -10,26 +10,12 @@ use serde_json::json;
 use toolbelt_core::{ContentBlock, Tool, ToolContext, ToolError, ToolSet};
 use toolbelt_mcp::{ConnectionConfig, McpToolSet};
 
-async fn tool(set: &McpToolSet, name: &str) -> std::sync::Arc<dyn Tool> {
-    let tools = set.tools(&ToolContext::new()).await.expect("list tools");
-    tools
-        .into_iter()
-        .find(|t| t.name() == name)
-        .unwrap_or_else(|| panic!("the server has no tool {name}"))
-}
-
 /// Everything a user relies on, against one running server.
 async fn exercise(config: ConnectionConfig) {
     let set = McpToolSet::new("everything", config);
     set.init(&ToolContext::new()).await.expect("init");
 
-    let names: Vec<String> = set
-        .tools(&ToolContext::new())
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect();
+    let names = tool_names(&set).await;
     for expected in [
         "echo",
         "get-sum",

@@ -4,21 +4,11 @@
 use crate::common;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use toolbelt_core::{ContentBlock, Tool, ToolContext, ToolError, ToolFilter, ToolSet};
 use toolbelt_mcp::{ConnectionConfig, McpToolSet};
-
-async fn tool(set: &McpToolSet, name: &str) -> Arc<dyn Tool> {
-    set.tools(&ToolContext::new())
-        .await
-        .expect("list tools")
-        .into_iter()
-        .find(|t| t.name() == name)
-        .unwrap_or_else(|| panic!("no tool {name}"))
-}
 
 async fn exercise(config: ConnectionConfig, marker: &Path) {
     let set = McpToolSet::new("py", config);
@@ -199,13 +189,7 @@ async fn prefix_and_filter_shape_what_is_listed() {
         .filter(ToolFilter::include_names(["py_echo", "py_add"]))
         .build()
         .unwrap();
-    let mut names: Vec<String> = set
-        .tools(&ToolContext::new())
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect();
+    let mut names = tool_names(&set).await;
     names.sort();
     assert_eq!(names, ["py_add", "py_echo"]);
     // The prefixed tool calls the server's own name.

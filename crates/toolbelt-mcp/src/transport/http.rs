@@ -95,6 +95,31 @@ impl InjectingClient {
         send(Some(retry)).await
     }
 
+    /// Sends one message with `send` (one of the inner client's POST variants, given the
+    /// message, the headers and the bearer token): the injected headers go onto the request,
+    /// the call gets its delivery ticket, OAuth authorizes it, and the outcome is noted.
+    async fn post<F, Fut>(
+        &self,
+        mut message: ClientJsonRpcMessage,
+        auth_header: Option<String>,
+        mut headers: HashMap<HeaderName, HeaderValue>,
+        send: F,
+    ) -> HttpResult<StreamableHttpPostResponse>
+    where
+        F: Fn(ClientJsonRpcMessage, HashMap<HeaderName, HeaderValue>, Option<String>) -> Fut,
+        Fut: Future<Output = HttpResult<StreamableHttpPostResponse>>,
+    {
+        add_injected(&mut message, &mut headers);
+        let ticket = self.deliveries.sending(&mut message);
+        let result = self
+            .authorized(auth_header, &headers, |token| {
+                send(message.clone(), headers.clone(), token)
+            })
+            .await;
+        self.note(ticket, &result);
+        result
+    }
+
     /// Marks ticket `ticket` refused when its POST provably never reached the server: no
     /// connection was made, or the server answered 404 for the session (a server does not
     /// process messages of sessions it does not know).
@@ -134,83 +159,75 @@ impl StreamableHttpClient for InjectingClient {
     async fn post_message(
         &self,
         uri: Arc<str>,
-        mut message: ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        add_injected(&mut message, &mut custom_headers);
-        let ticket = self.deliveries.sending(&mut message);
-        let headers = custom_headers.clone();
-        let result = self
-            .authorized(auth_header, &headers, |token| {
-                self.inner.post_message(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    token,
-                    custom_headers.clone(),
-                )
-            })
-            .await;
-        self.note(ticket, &result);
-        result
+        self.post(
+            message,
+            auth_header,
+            custom_headers,
+            |message, headers, token| {
+                self.inner
+                    .post_message(uri.clone(), message, session_id.clone(), token, headers)
+            },
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
         &self,
         uri: Arc<str>,
-        mut message: ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        add_injected(&mut message, &mut custom_headers);
-        let ticket = self.deliveries.sending(&mut message);
-        let headers = custom_headers.clone();
-        let result = self
-            .authorized(auth_header, &headers, |token| {
+        self.post(
+            message,
+            auth_header,
+            custom_headers,
+            |message, headers, token| {
                 self.inner.post_message_with_max_sse_event_size(
                     uri.clone(),
-                    message.clone(),
+                    message,
                     session_id.clone(),
                     token,
-                    custom_headers.clone(),
+                    headers,
                     max_sse_event_size,
                 )
-            })
-            .await;
-        self.note(ticket, &result);
-        result
+            },
+        )
+        .await
     }
 
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
-        mut message: ClientJsonRpcMessage,
+        message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        add_injected(&mut message, &mut custom_headers);
-        let ticket = self.deliveries.sending(&mut message);
-        let headers = custom_headers.clone();
-        let result = self
-            .authorized(auth_header, &headers, |token| {
+        self.post(
+            message,
+            auth_header,
+            custom_headers,
+            |message, headers, token| {
                 self.inner.post_message_with_response_limits(
                     uri.clone(),
-                    message.clone(),
+                    message,
                     session_id.clone(),
                     token,
-                    custom_headers.clone(),
+                    headers,
                     limits,
                 )
-            })
-            .await;
-        self.note(ticket, &result);
-        result
+            },
+        )
+        .await
     }
 
     async fn delete_session(

@@ -1,14 +1,16 @@
 //! Shared helpers for the integration tests: locating the real peers, free loopback ports,
-//! HTTP servers that are stopped when dropped, and process checks.
+//! HTTP servers that are stopped when dropped, process checks, and looking up listed tools.
 
 #![allow(dead_code)]
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use toolbelt_mcp::{ConnectionConfig, TransportConfig};
+use toolbelt_core::{Tool, ToolContext, ToolSet};
+use toolbelt_mcp::{ConnectionConfig, McpToolSet, TransportConfig};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -32,18 +34,7 @@ pub fn everything_entry() -> PathBuf {
 /// The Python fixture server; fails the test with the install command when the `mcp` SDK
 /// is missing.
 pub fn python_fixture() -> PathBuf {
-    let ok = Command::new(toolbelt_testkit::python())
-        .args(["-c", "import mcp.server.fastmcp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "python3 with the `mcp` SDK is required; install it with \
-         `pip install -r tests/peers/requirements.txt`"
-    );
+    toolbelt_testkit::require_python_mcp_sdk();
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/py_server.py")
 }
 
@@ -250,4 +241,24 @@ fn log_lines(log: &Path, kinds: &[&str]) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// The tool `name` of `set`; fails the test when the server lists no such tool.
+pub async fn tool(set: &McpToolSet, name: &str) -> Arc<dyn Tool> {
+    set.tools(&ToolContext::new())
+        .await
+        .expect("list tools")
+        .into_iter()
+        .find(|t| t.name() == name)
+        .unwrap_or_else(|| panic!("the server has no tool {name}"))
+}
+
+/// The names of the tools `set` lists.
+pub async fn tool_names(set: &McpToolSet) -> Vec<String> {
+    set.tools(&ToolContext::new())
+        .await
+        .expect("list tools")
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect()
 }
