@@ -7,8 +7,8 @@ use std::sync::Arc;
 use common::{any_object, tool};
 use toolbelt_core::{Tool, ToolContext, ToolError, ToolMeta, ToolOutput};
 use toolbelt_exec::{
-    ARTIFACT_READ_TOOL, ArtifactOffload, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD, Executor,
-    FsArtifactStore, MemoryArtifactStore, Registry, ToolCall,
+    ARTIFACT_READ_TOOL, ArtifactOffload, ArtifactRef, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD,
+    Executor, FsArtifactStore, MemoryArtifactStore, Registry, ToolCall,
 };
 
 /// A tool returning `size` bytes of numbered lines.
@@ -76,7 +76,9 @@ async fn read_back_everything(executor: &Executor, id: &str, first_offset: usize
     }
 }
 
-async fn round_trip(store: Arc<dyn ArtifactStore>) {
+/// Offloads a 120 KiB result of an executor run to `store` and reads it all back with
+/// `artifact_read`, checking every byte (also used by the S3 store's tests).
+pub(crate) async fn round_trip(store: Arc<dyn ArtifactStore>) -> ArtifactRef {
     let executor = executor(store, |o| o);
     let full = big("x", 120 * 1024, ToolMeta::default())
         .call(ToolContext::new(), "{}")
@@ -112,6 +114,7 @@ async fn round_trip(store: Arc<dyn ArtifactStore>) {
     assert_eq!(&model[..preview_len], &full[..preview_len]);
     let rest = read_back_everything(&executor, &artifact.id, preview_len).await;
     assert_eq!(format!("{}{rest}", &full[..preview_len]), full);
+    artifact
 }
 
 #[tokio::test]

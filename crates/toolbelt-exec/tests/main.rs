@@ -5,6 +5,8 @@
 mod common;
 
 mod artifact;
+#[cfg(feature = "s3")]
+mod artifact_s3;
 mod batch;
 mod cache;
 mod lanes;
