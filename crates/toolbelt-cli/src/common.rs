@@ -204,9 +204,10 @@ impl Toolbox {
     pub fn open_aggregating(
         args: &ToolSourceArgs,
         options: UpstreamOptions,
+        read_state: Option<Arc<ReadState>>,
     ) -> Result<(Self, Upstreams), CliError> {
         let registry = Registry::new().with_listing_timeout(options.connect_timeout);
-        let mut toolbox = Self::open_builtin(args, None, registry)?;
+        let mut toolbox = Self::open_builtin(args, read_state, registry)?;
         let sets = match &args.mcp_config {
             Some(path) => open_mcp_servers(path, Some(&canonical_dir(&args.dir)?))?,
             None => Vec::new(),

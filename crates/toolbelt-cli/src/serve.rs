@@ -28,21 +28,38 @@
 //!
 //! Idle sessions are closed after `--session-idle-timeout` and at most `--max-sessions` are
 //! open (a new one replaces the session idle the longest, or gets 503 when all are busy).
+//!
+//! `--shared-state redis://…` (built with the `redis` feature) makes the process one of
+//! several replicas behind a load balancer, all serving one `--dir`: a session opened on one
+//! is accepted by every other (its record in Redis, expiring after the idle timeout), each
+//! session's reads are kept in Redis so a Read through one replica lets the same session
+//! Edit through another, and a change to a file holds an `flock` in `--lock-dir` (shared by
+//! the replicas) from the freshness check to the write, so no update is lost between them.
+//! What stays per replica: `notifications/tools/list_changed` after a `--defer-tools` search
+//! goes to the client's `GET` stream only when that stream is on the replica that ran the
+//! search, and the tools a search loaded are listed by that replica only (they stay callable
+//! by name everywhere); resource subscriptions live on the replica that took them. A list
+//! change of the aggregated servers is announced by every replica to the streams it holds.
 //! SIGINT or SIGTERM ends the sessions, closes the aggregated servers (reaping their
 //! processes) and exits 0. Logs go to stderr only: in stdio mode stdout carries the protocol.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use toolbelt::builtin::fs::{ReadScope, ReadState};
 use toolbelt::exec::{Executor, Timeout};
 use toolbelt::mcp::server::{
     CancellationToken, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT,
-    HttpServeOptions, HttpServer, ToolServer, UpstreamOptions, serve_stdio,
+    HttpServeOptions, HttpServer, SharedSessionStore, ToolServer, UpstreamOptions, serve_stdio,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
 use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, shutdown_signal};
+
+#[cfg(feature = "redis")]
+mod shared_state;
 
 /// The environment variable read for the bearer token when `--token` is not given (a token
 /// on the command line is visible to other users in the process list).
@@ -123,6 +140,25 @@ pub struct ServeArgs {
     /// client's tool list, with `notifications/tools/list_changed`.
     #[arg(long)]
     defer_tools: bool,
+    /// HTTP only: share sessions and reads with the other replicas serving this `--dir`
+    /// through Redis at URL (`redis://[:PASSWORD@]HOST:PORT[/DB]`), so any replica answers
+    /// any request. Needs a toolbelt built with the `redis` feature.
+    #[arg(long, value_name = "URL")]
+    shared_state: Option<String>,
+    /// The prefix of the Redis keys `--shared-state` writes (replicas of one deployment use
+    /// the same one).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "toolbelt",
+        requires = "shared_state"
+    )]
+    shared_state_prefix: String,
+    /// With `--shared-state`: the folder of the per-file locks the replicas share (on a file
+    /// system they all see, when they run on several machines). Default: toolbelt-locks-UID
+    /// in the temp folder.
+    #[arg(long, value_name = "DIR", requires = "shared_state")]
+    lock_dir: Option<std::path::PathBuf>,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -135,12 +171,13 @@ pub async fn run(args: ServeArgs) -> Outcome {
         )));
     }
     let http_only = args.token.is_some()
+        || args.shared_state.is_some()
         || args.no_auth
         || !args.allow_origins.is_empty()
         || !args.allow_hosts.is_empty();
     if http_addr.is_none() && http_only {
         return Err(CliError::usage(
-            "--token, --no-auth, --allow-origin and --allow-host apply to --http only (stdio has one local client)",
+            "--token, --no-auth, --allow-origin, --allow-host and --shared-state apply to --http only (stdio has one local client)",
         ));
     }
     if !args.session_idle_timeout.is_finite() || args.session_idle_timeout <= 0.0 {
@@ -168,7 +205,15 @@ pub async fn run(args: ServeArgs) -> Outcome {
         connect_timeout: Duration::from_secs_f64(args.connect_timeout),
         always_prefix: args.always_prefix,
     };
-    let (toolbox, upstreams) = Toolbox::open_aggregating(&args.sources, upstream_options)?;
+    let shared = match &args.shared_state {
+        Some(url) => Some(connect_shared(url, &args).await?),
+        None => None,
+    };
+    let (toolbox, upstreams) = Toolbox::open_aggregating(
+        &args.sources,
+        upstream_options,
+        shared.as_ref().map(|s| s.reads.clone()),
+    )?;
     toolbox.announce_sandbox();
     if args.sources.mcp_config.is_none() {
         // Only the built-in tools: a name none of them has is a mistake worth saying. (An
@@ -204,6 +249,11 @@ pub async fn run(args: ServeArgs) -> Outcome {
         .with_info("toolbelt", env!("CARGO_PKG_VERSION"))
         .with_heartbeat(Duration::from_secs_f64(args.heartbeat))
         .with_upstreams(upstreams.clone());
+    if shared.is_some() {
+        // Each session's reads are its own, wherever its calls land.
+        server = server
+            .with_session_context(|ctx, session| ctx.with_extension(ReadScope(session.into())));
+    }
     if let Some(filter) = tool_filter(&args.tools, &args.exclude_tools) {
         server = server.with_filter(filter);
     }
@@ -231,6 +281,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
                 addr,
                 auth.unwrap_or(Auth::None),
                 &args,
+                shared.map(|s| s.sessions),
                 shutdown.clone(),
             )
             .await
@@ -311,6 +362,7 @@ async fn serve_http(
     addr: SocketAddr,
     auth: Auth,
     args: &ServeArgs,
+    shared_sessions: Option<Arc<dyn SharedSessionStore>>,
     shutdown: CancellationToken,
 ) -> Result<(), CliError> {
     let options = HttpServeOptions {
@@ -319,6 +371,7 @@ async fn serve_http(
         allowed_hosts: args.allow_hosts.clone(),
         session_idle_timeout: Duration::from_secs_f64(args.session_idle_timeout),
         max_sessions: args.max_sessions,
+        shared_sessions,
     };
     let http = HttpServer::bind(addr, server, options)
         .await
@@ -347,6 +400,40 @@ async fn serve_http(
     http.run(shutdown)
         .await
         .map_err(|e| CliError::failed(format!("serving HTTP: {e}")))
+}
+
+/// What the replicas of a server share (`--shared-state`).
+struct Shared {
+    sessions: Arc<dyn SharedSessionStore>,
+    reads: Arc<ReadState>,
+}
+
+/// Connects to the shared state at `url` and prepares the lock folder.
+#[cfg(feature = "redis")]
+async fn connect_shared(url: &str, args: &ServeArgs) -> Result<Shared, CliError> {
+    let ttl = Duration::from_secs_f64(args.session_idle_timeout);
+    let state = shared_state::RedisState::connect(url, &args.shared_state_prefix, ttl)
+        .await
+        .map_err(|e| CliError::failed(format!("--shared-state: {e}")))?;
+    let locks = args
+        .lock_dir
+        .clone()
+        .unwrap_or_else(ReadState::default_lock_dir);
+    let reads = ReadState::shared(Arc::new(state.clone()), &locks)
+        .map_err(|e| CliError::usage(format!("--lock-dir: {e}")))?;
+    Ok(Shared {
+        sessions: Arc::new(state),
+        reads: Arc::new(reads),
+    })
+}
+
+/// Without the `redis` feature there is nothing to connect to.
+#[cfg(not(feature = "redis"))]
+async fn connect_shared(_url: &str, _args: &ServeArgs) -> Result<Shared, CliError> {
+    Err(CliError::usage(
+        "--shared-state needs a toolbelt built with the redis feature \
+         (cargo install toolbelt-cli --features redis)",
+    ))
 }
 
 /// `--tools` and `--exclude-tools` as one filter; `None` when neither is given.

@@ -28,6 +28,8 @@ mod serve_clients;
 mod serve_defer_tools;
 mod serve_http;
 mod serve_relay;
+#[cfg(feature = "redis")]
+mod serve_replicas;
 mod serve_roundtrip;
 mod skills;
 mod tool_search_prompt_bytes;

@@ -12,48 +12,52 @@ use toolbelt_exec::{
     ToolCall,
 };
 
-/// A registry with two safe tools, one undeclared, one unsafe and a third safe one, all
-/// reporting to `probe`; and the batch [safe_a, safe_b, undeclared, unsafe, safe_c].
-fn mixed_batch(probe: &Arc<Probe>) -> (Executor, Vec<ToolCall>) {
+/// Runs the batch [safe_a, safe_b, undeclared, unsafe, safe_c] (two safe tools, one
+/// undeclared, one unsafe and a third safe one) in `mode`, checks that every call was done
+/// and answered in order, and returns the probe they all reported to.
+async fn run_mixed_batch(mode: ExecutionMode) -> Arc<Probe> {
+    let probe = Arc::new(Probe::default());
     let registry = Arc::new(Registry::new());
     registry
         .register_all([
-            probed("safe_a", Some(true), probe),
-            probed("safe_b", Some(true), probe),
-            probed("undeclared", None, probe),
-            probed("unsafe", Some(false), probe),
-            probed("safe_c", Some(true), probe),
+            probed("safe_a", Some(true), &probe),
+            probed("safe_b", Some(true), &probe),
+            probed("undeclared", None, &probe),
+            probed("unsafe", Some(false), &probe),
+            probed("safe_c", Some(true), &probe),
         ])
         .unwrap();
-    let calls = ["safe_a", "safe_b", "undeclared", "unsafe", "safe_c"]
+    let calls: Vec<ToolCall> = ["safe_a", "safe_b", "undeclared", "unsafe", "safe_c"]
         .iter()
         .enumerate()
         .map(|(i, name)| ToolCall::new(format!("call_{i}"), *name, "{}"))
         .collect();
-    (Executor::new(registry), calls)
-}
-
-fn assert_in_order(items: &[BatchItem], calls: &[ToolCall]) {
+    let items = Executor::new(registry)
+        .execute_batch(&ToolContext::new(), &calls, &BatchOptions::new().mode(mode))
+        .await;
     assert_eq!(items.len(), calls.len());
-    for (item, call) in items.iter().zip(calls) {
+    for (item, call) in items.iter().zip(&calls) {
         assert_eq!(item.call_id(), call.id);
         let done = item.as_done().expect("executed");
         assert_eq!(done.model_text(), format!("{} done", call.name));
     }
+    probe
+}
+
+/// A registry of tools `names`, each declared concurrency-safe and reporting to the probe
+/// returned with it.
+fn safe_probed<const N: usize>(names: [&str; N]) -> (Arc<Probe>, Arc<Registry>) {
+    let probe = Arc::new(Probe::default());
+    let registry = Arc::new(Registry::new());
+    registry
+        .register_all(names.map(|name| probed(name, Some(true), &probe)))
+        .unwrap();
+    (probe, registry)
 }
 
 #[tokio::test]
 async fn serial_mode_runs_one_call_at_a_time_in_order() {
-    let probe = Arc::new(Probe::default());
-    let (executor, calls) = mixed_batch(&probe);
-    let items = executor
-        .execute_batch(
-            &ToolContext::new(),
-            &calls,
-            &BatchOptions::new().mode(ExecutionMode::Serial),
-        )
-        .await;
-    assert_in_order(&items, &calls);
+    let probe = run_mixed_batch(ExecutionMode::Serial).await;
     assert_eq!(probe.max_overall(), 1);
     assert_eq!(
         probe.started(),
@@ -63,16 +67,7 @@ async fn serial_mode_runs_one_call_at_a_time_in_order() {
 
 #[tokio::test]
 async fn parallel_mode_pools_everything_not_declared_unsafe() {
-    let probe = Arc::new(Probe::default());
-    let (executor, calls) = mixed_batch(&probe);
-    let items = executor
-        .execute_batch(
-            &ToolContext::new(),
-            &calls,
-            &BatchOptions::new().mode(ExecutionMode::Parallel),
-        )
-        .await;
-    assert_in_order(&items, &calls);
+    let probe = run_mixed_batch(ExecutionMode::Parallel).await;
     // safe_a, safe_b and the undeclared tool overlap ...
     assert_eq!(probe.seen_by("safe_a"), 3);
     assert_eq!(probe.seen_by("undeclared"), 3);
@@ -84,16 +79,7 @@ async fn parallel_mode_pools_everything_not_declared_unsafe() {
 
 #[tokio::test]
 async fn mixed_mode_pools_only_calls_declared_safe() {
-    let probe = Arc::new(Probe::default());
-    let (executor, calls) = mixed_batch(&probe);
-    let items = executor
-        .execute_batch(
-            &ToolContext::new(),
-            &calls,
-            &BatchOptions::new().mode(ExecutionMode::Mixed),
-        )
-        .await;
-    assert_in_order(&items, &calls);
+    let probe = run_mixed_batch(ExecutionMode::Mixed).await;
     assert_eq!(probe.seen_by("safe_a"), 2);
     assert_eq!(probe.seen_by("safe_b"), 2);
     assert_eq!(probe.seen_by("undeclared"), 1);
@@ -103,11 +89,7 @@ async fn mixed_mode_pools_only_calls_declared_safe() {
 
 #[tokio::test]
 async fn the_concurrency_limit_caps_the_pool() {
-    let probe = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_arc(probed("safe", Some(true), &probe))
-        .unwrap();
+    let (probe, registry) = safe_probed(["safe"]);
     let executor = Executor::builder(registry)
         .mode(ExecutionMode::Parallel)
         .concurrency_limit(3)
@@ -122,11 +104,7 @@ async fn the_concurrency_limit_caps_the_pool() {
     assert_eq!(probe.max_overall(), 3);
 
     // Per batch, the limit can be lifted (0 = unlimited).
-    let probe_unlimited = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_arc(probed("safe", Some(true), &probe_unlimited))
-        .unwrap();
+    let (probe_unlimited, registry) = safe_probed(["safe"]);
     let executor = Executor::builder(registry)
         .mode(ExecutionMode::Parallel)
         .concurrency_limit(3)
@@ -143,14 +121,7 @@ async fn the_concurrency_limit_caps_the_pool() {
 
 #[tokio::test]
 async fn group_limits_cap_calls_of_one_group() {
-    let probe = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_all([
-            probed("fetch", Some(true), &probe),
-            probed("read", Some(true), &probe),
-        ])
-        .unwrap();
+    let (probe, registry) = safe_probed(["fetch", "read"]);
     let executor = Executor::new(registry);
     let calls: Vec<ToolCall> = (0..6)
         .map(|i| {
@@ -171,14 +142,7 @@ async fn group_limits_cap_calls_of_one_group() {
     assert_eq!(probe.max_overall(), 4);
 
     // Groups can be anything, for example "network" for all tools of a server.
-    let probe = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_all([
-            probed("fetch", Some(true), &probe),
-            probed("read", Some(true), &probe),
-        ])
-        .unwrap();
+    let (probe, registry) = safe_probed(["fetch", "read"]);
     let executor = Executor::new(registry);
     let options = BatchOptions::new()
         .mode(ExecutionMode::Parallel)
@@ -465,14 +429,7 @@ async fn per_run_repair_and_validation_override_the_config_and_fall_back_to_it()
 
 #[tokio::test]
 async fn a_run_that_sets_no_mode_gets_the_executors_mode() {
-    let probe = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_all([
-            probed("a", Some(true), &probe),
-            probed("b", Some(true), &probe),
-        ])
-        .unwrap();
+    let (probe, registry) = safe_probed(["a", "b"]);
     let calls = [
         ToolCall::new("c1", "a", "{}"),
         ToolCall::new("c2", "b", "{}"),
@@ -490,14 +447,7 @@ async fn a_run_that_sets_no_mode_gets_the_executors_mode() {
         "the executor's Parallel mode applies"
     );
 
-    let probe_serial = Arc::new(Probe::default());
-    let registry = Arc::new(Registry::new());
-    registry
-        .register_all([
-            probed("a", Some(true), &probe_serial),
-            probed("b", Some(true), &probe_serial),
-        ])
-        .unwrap();
+    let (probe_serial, registry) = safe_probed(["a", "b"]);
     let parallel = Executor::builder(registry)
         .mode(ExecutionMode::Parallel)
         .build();

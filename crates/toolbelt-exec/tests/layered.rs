@@ -4,10 +4,9 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{Probe, any_object, echo, probed, tool};
+use common::{BrokenSet, Probe, any_object, echo, probed, tool};
 use toolbelt_core::{
-    Declaration, DynTool, StaticToolSet, ToolContext, ToolError, ToolMeta, ToolOutput, ToolSet,
-    async_trait,
+    Declaration, DynTool, StaticToolSet, ToolContext, ToolError, ToolMeta, ToolOutput, async_trait,
 };
 use toolbelt_exec::{BatchOptions, ExecutionMode, Executor, Registry, ToolCall, ToolSetRefresh};
 
@@ -76,18 +75,6 @@ async fn an_own_tool_shadows_the_parents_and_the_parents_others_stay_visible() {
         "shared search"
     );
     assert!(agent.tool_set_names().is_empty());
-}
-
-struct BrokenSet;
-
-#[async_trait]
-impl ToolSet for BrokenSet {
-    fn name(&self) -> &str {
-        "broken"
-    }
-    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
-        Err(ToolError::failed("server not reachable"))
-    }
 }
 
 fn static_set(name: &str, tools: &[&str]) -> Arc<StaticToolSet> {

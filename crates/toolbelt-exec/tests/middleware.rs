@@ -7,21 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{any_object, tool};
+use common::{any_object, executor_with, tool};
 use toolbelt_core::{DynTool, FunctionTool, Tool, ToolContext, ToolError, ToolMeta, ToolOutput};
 use toolbelt_exec::{
-    Audit, AuditOutcome, AuditRecord, Executor, Registry, Retry, RetryPolicy, Timeout, ToolCall,
-    default_retry_on, redact_secrets,
+    Audit, AuditOutcome, AuditRecord, Retry, RetryPolicy, Timeout, ToolCall, default_retry_on,
+    redact_secrets,
 };
-
-fn executor_with(
-    tools: impl IntoIterator<Item = DynTool>,
-    build: impl FnOnce(toolbelt_exec::ExecutorBuilder) -> toolbelt_exec::ExecutorBuilder,
-) -> Executor {
-    let registry = Arc::new(Registry::new());
-    registry.register_all(tools).unwrap();
-    build(Executor::builder(registry)).build()
-}
 
 #[tokio::test(start_paused = true)]
 async fn timeout_cancels_the_token_of_a_tool_that_waits_on_it() {

@@ -5,7 +5,7 @@ use crate::common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{any_object, echo, tool};
+use common::{BrokenSet, any_object, echo, tool};
 use toolbelt_core::{Declaration, StaticToolSet};
 use toolbelt_core::{
     DynTool, ToolContext, ToolError, ToolFilter, ToolMeta, ToolOutput, ToolSet, async_trait,
@@ -137,18 +137,6 @@ async fn set_tools_whose_names_are_taken_get_the_set_name_as_prefix() {
         .await
         .unwrap();
     assert_eq!(out.llm_text(), r#"{"x":1}"#);
-}
-
-struct BrokenSet;
-
-#[async_trait]
-impl ToolSet for BrokenSet {
-    fn name(&self) -> &str {
-        "broken"
-    }
-    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
-        Err(ToolError::failed("server not reachable"))
-    }
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Trace, any_object, echo, tool};
+use common::{Trace, any_object, echo, executor_with, tool};
 use futures::StreamExt;
 use tokio::sync::Notify;
 use toolbelt_core::{
@@ -15,7 +15,7 @@ use toolbelt_core::{
 };
 use toolbelt_exec::{
     AfterAction, BatchEvent, BatchItem, BatchOptions, BeforeAction, ExecutionMode, Executor,
-    HookCall, Middleware, Next, Registry, Timeout, ToolCall, ToolRequest,
+    HookCall, Middleware, Next, Timeout, ToolCall, ToolRequest,
 };
 
 /// Arguments of the test streaming tools.
@@ -59,15 +59,6 @@ fn abc(name: &str) -> DynTool {
     Arc::new(tool)
 }
 
-fn executor(
-    tools: impl IntoIterator<Item = DynTool>,
-    build: impl FnOnce(toolbelt_exec::ExecutorBuilder) -> toolbelt_exec::ExecutorBuilder,
-) -> Executor {
-    let registry = Arc::new(Registry::new());
-    registry.register_all(tools).unwrap();
-    build(Executor::builder(registry)).build()
-}
-
 /// Every event of a streamed batch, in the order they came.
 async fn all_events(
     executor: &Executor,
@@ -103,7 +94,7 @@ fn done_items(events: Vec<BatchEvent>) -> Vec<(usize, BatchItem)> {
 #[tokio::test]
 async fn a_streaming_tools_chunks_arrive_as_events_before_it_ends() {
     let go = Arc::new(Notify::new());
-    let executor = executor([gated_stream("gated", &go)], |b| b);
+    let executor = executor_with([gated_stream("gated", &go)], |b| b);
     let calls = [ToolCall::new("c1", "gated", "{}")];
     let options = BatchOptions::new();
     let mut events = executor.execute_batch_stream(&ToolContext::new(), &calls, &options);
@@ -132,7 +123,7 @@ async fn a_streaming_tools_chunks_arrive_as_events_before_it_ends() {
 
 #[tokio::test]
 async fn a_non_streamed_batch_calls_streaming_tools_whole_and_gets_the_merged_output() {
-    let executor = executor([abc("abc")], |b| b);
+    let executor = executor_with([abc("abc")], |b| b);
     let items = executor
         .execute_batch(
             &ToolContext::new(),
@@ -165,7 +156,7 @@ impl Middleware for Recorder {
 #[tokio::test]
 async fn middleware_and_after_hooks_see_the_merged_output_of_a_streamed_call() {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let executor = executor([abc("abc")], |b| {
+    let executor = executor_with([abc("abc")], |b| {
         b.middleware(Recorder(seen.clone())).after_hook(
             |_: &ToolContext, _: &HookCall<'_>, result: &Result<ToolOutput, ToolError>| {
                 let text = result.as_ref().unwrap().llm_text();
@@ -191,7 +182,7 @@ async fn middleware_and_after_hooks_see_the_merged_output_of_a_streamed_call() {
 
 #[tokio::test]
 async fn a_before_hook_that_rejects_a_streaming_call_stops_it_before_any_chunk() {
-    let executor = executor([abc("abc")], |b| {
+    let executor = executor_with([abc("abc")], |b| {
         b.before_hook(|_: &ToolContext, _: &HookCall<'_>| BeforeAction::Reject("not now".into()))
     });
     let events = all_events(
@@ -211,7 +202,7 @@ async fn a_before_hook_that_rejects_a_streaming_call_stops_it_before_any_chunk()
 #[tokio::test]
 async fn the_timeout_middleware_ends_a_streaming_call_that_stalls_after_a_chunk() {
     let never = Arc::new(Notify::new());
-    let executor = executor([gated_stream("gated", &never)], |b| {
+    let executor = executor_with([gated_stream("gated", &never)], |b| {
         b.middleware(Timeout::new(Duration::from_millis(200)))
     });
     let events = all_events(
@@ -245,7 +236,7 @@ async fn progress_reports_become_events_and_still_reach_the_callers_sink() {
             Ok(ToolOutput::text("reported"))
         },
     );
-    let executor = executor([reporter, echo("echo")], |b| b);
+    let executor = executor_with([reporter, echo("echo")], |b| b);
     let caller_saw = Arc::new(Mutex::new(Vec::new()));
     let sink = caller_saw.clone();
     let ctx = ToolContext::new().with_progress(Arc::new(move |update: ProgressUpdate| {
@@ -310,7 +301,7 @@ async fn in_parallel_mode_done_events_come_in_completion_order_and_items_in_call
             Ok(ToolOutput::text("fast done"))
         }
     });
-    let executor = executor([slow, fast], |b| b);
+    let executor = executor_with([slow, fast], |b| b);
     let calls = [
         ToolCall::new("c_slow", "slow", "{}"),
         ToolCall::new("c_fast", "fast", "{}"),
@@ -331,7 +322,7 @@ async fn in_parallel_mode_done_events_come_in_completion_order_and_items_in_call
 
 #[tokio::test]
 async fn pending_calls_get_a_done_event_too() {
-    let executor = executor([echo("echo")], |b| b);
+    let executor = executor_with([echo("echo")], |b| b);
     let calls = [
         ToolCall::new("c1", "client_side", "{}"),
         ToolCall::new("c2", "echo", "{}"),
@@ -360,7 +351,7 @@ async fn a_consumer_that_reads_slowly_loses_no_chunk_of_a_long_stream() {
         },
     )
     .unwrap();
-    let executor = executor([Arc::new(long) as DynTool], |b| b);
+    let executor = executor_with([Arc::new(long) as DynTool], |b| b);
     let calls = [ToolCall::new("c1", "long", "{}")];
     let options = BatchOptions::new();
     let mut events = executor.execute_batch_stream(&ToolContext::new(), &calls, &options);

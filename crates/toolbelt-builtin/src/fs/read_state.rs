@@ -168,6 +168,14 @@ impl ReadState {
         })
     }
 
+    /// The lock folder of this user's processes on this machine when none is chosen:
+    /// `toolbelt-locks-{uid}` in the temp folder. Processes on several machines need one
+    /// on a file system they share instead.
+    pub fn default_lock_dir() -> PathBuf {
+        let uid = rustix::process::geteuid().as_raw();
+        std::env::temp_dir().join(format!("toolbelt-locks-{uid}"))
+    }
+
     /// Whether the reads are kept in a shared store ([`ReadState::shared`]).
     pub(crate) fn is_shared(&self) -> bool {
         self.shared.is_some()

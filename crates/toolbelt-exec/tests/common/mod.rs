@@ -136,3 +136,26 @@ pub fn probed(name: &str, safe: Option<bool>, probe: &Arc<Probe>) -> DynTool {
         }
     })
 }
+
+/// An executor over a registry of `tools`, configured by `build`.
+pub fn executor_with(
+    tools: impl IntoIterator<Item = DynTool>,
+    build: impl FnOnce(toolbelt_exec::ExecutorBuilder) -> toolbelt_exec::ExecutorBuilder,
+) -> toolbelt_exec::Executor {
+    let registry = Arc::new(toolbelt_exec::Registry::new());
+    registry.register_all(tools).unwrap();
+    build(toolbelt_exec::Executor::builder(registry)).build()
+}
+
+/// A tool set named `broken` whose listing always fails (its server is unreachable).
+pub struct BrokenSet;
+
+#[async_trait]
+impl toolbelt_core::ToolSet for BrokenSet {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    async fn tools(&self, _ctx: &ToolContext) -> Result<Vec<DynTool>, ToolError> {
+        Err(ToolError::failed("server not reachable"))
+    }
+}

@@ -1,0 +1,360 @@
+//! `toolbelt serve --http --shared-state redis://…` as stateless replicas: two replicas on one
+//! directory behind a round-robin HTTP proxy this test starts, driven by the Python `mcp`
+//! SDK client (`clients/py_replicas.py`). Needs Redis (`bash .ci/start-services`).
+//!
+//! - A session's Read-then-Edit sequence, every request going to the next replica, succeeds
+//!   and loses no edit; a replica killed halfway leaves the session working on the other.
+//! - Clients racing an Edit of one file, each after its own Read: exactly one wins per round.
+//! - A session deleted through one replica is unknown (404) to the other.
+
+use crate::serve_support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+use serve_support::{HttpServe, client_script, run_client, signal};
+
+/// A round-robin HTTP proxy: each request goes to the next upstream; one that refuses the
+/// connection (a dead replica) is skipped, as a load balancer's health check would.
+struct Proxy {
+    upstreams: Vec<String>,
+    next: AtomicUsize,
+    /// Requests each upstream answered.
+    hits: Vec<AtomicUsize>,
+    client: reqwest::Client,
+}
+
+impl Proxy {
+    /// Starts the proxy on 127.0.0.1 in front of `upstreams` (`host:port`).
+    async fn start(upstreams: Vec<String>) -> (Arc<Self>, SocketAddr) {
+        let proxy = Arc::new(Self {
+            hits: upstreams.iter().map(|_| AtomicUsize::new(0)).collect(),
+            upstreams,
+            next: AtomicUsize::new(0),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+        });
+        let app = axum::Router::new()
+            .fallback(forward)
+            .with_state(proxy.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (proxy, addr)
+    }
+
+    fn hits(&self) -> Vec<usize> {
+        self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect()
+    }
+}
+
+async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 16 << 20)
+        .await
+        .unwrap_or_default();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    for _ in 0..proxy.upstreams.len() {
+        let i = proxy.next.fetch_add(1, Ordering::SeqCst) % proxy.upstreams.len();
+        let mut upstream = proxy.client.request(
+            parts.method.clone(),
+            format!("http://{}{path}", proxy.upstreams[i]),
+        );
+        for (name, value) in &parts.headers {
+            if !matches!(name.as_str(), "host" | "content-length" | "connection") {
+                upstream = upstream.header(name, value);
+            }
+        }
+        match upstream.body(body.clone()).send().await {
+            Ok(answer) => {
+                proxy.hits[i].fetch_add(1, Ordering::SeqCst);
+                let mut response = Response::builder().status(answer.status());
+                for (name, value) in answer.headers() {
+                    if !matches!(
+                        name.as_str(),
+                        "content-length" | "transfer-encoding" | "connection"
+                    ) {
+                        response = response.header(name, value);
+                    }
+                }
+                return response
+                    .body(Body::from_stream(answer.bytes_stream()))
+                    .unwrap();
+            }
+            // Never reached the replica: safe to send to the next one.
+            Err(err) if err.is_connect() => continue,
+            Err(err) => {
+                return Response::builder()
+                    .status(StatusCode::BAD_GATEWAY)
+                    .body(Body::from(err.to_string()))
+                    .unwrap();
+            }
+        }
+    }
+    Response::builder()
+        .status(StatusCode::BAD_GATEWAY)
+        .body(Body::from("no replica answered"))
+        .unwrap()
+}
+
+/// Two replicas of `serve --http` on one directory, sharing state under a fresh key prefix.
+struct Replicas {
+    dir: tempfile::TempDir,
+    _locks: tempfile::TempDir,
+    servers: Vec<HttpServe>,
+    token: String,
+}
+
+impl Replicas {
+    fn start(count: usize) -> Self {
+        let redis =
+            toolbelt_testkit::service_url("TOOLBELT_TEST_REDIS_URL", "redis://127.0.0.1:6379");
+        toolbelt_testkit::require_python_mcp_sdk();
+        let dir = tempfile::tempdir().unwrap();
+        let locks = tempfile::tempdir().unwrap();
+        let prefix = format!(
+            "toolbelt-test-{}-{}",
+            std::process::id(),
+            dir.path().file_name().unwrap().to_string_lossy()
+        );
+        let token = "replica-test-token".to_string();
+        let args: Vec<String> = [
+            "serve",
+            "--dir",
+            &dir.path().display().to_string(),
+            "--token",
+            &token,
+            "--shared-state",
+            &redis,
+            "--shared-state-prefix",
+            &prefix,
+            "--lock-dir",
+            &locks.path().display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let servers = (0..count).map(|_| HttpServe::start(&args)).collect();
+        Self {
+            dir,
+            _locks: locks,
+            servers,
+            token,
+        }
+    }
+
+    fn authorities(&self) -> Vec<String> {
+        self.servers.iter().map(HttpServe::authority).collect()
+    }
+}
+
+fn python(args: &[&str], token: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(toolbelt_testkit::python());
+    command
+        .arg(client_script("py_replicas.py"))
+        .args(args)
+        .env("TOOLBELT_TEST_TOKEN", token);
+    command
+}
+
+const EDITS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_then_edit_sequence_spread_over_replicas_loses_no_edit_and_survives_a_killed_replica()
+ {
+    let mut replicas = Replicas::start(2);
+    std::fs::write(replicas.dir.path().join("seq.txt"), "START\nEND\n").unwrap();
+    let (proxy, addr) = Proxy::start(replicas.authorities()).await;
+    let url = format!("http://{addr}/mcp");
+    let victim = replicas.servers[0].pid();
+    let token = replicas.token.clone();
+
+    let outcome = tokio::task::spawn_blocking(move || {
+        use std::io::{BufRead, BufReader, Write};
+        let mut child = python(&["sequence", &url, &EDITS.to_string()], &token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the Python client starts");
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut last = String::new();
+        let mut killed = false;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if line == "KILL" {
+                // Halfway: one replica dies without a word; the session goes on.
+                signal(victim, "KILL");
+                assert!(serve_support::wait_gone(victim), "the replica is gone");
+                killed = true;
+                writeln!(stdin, "go").unwrap();
+            } else if line.starts_with('{') {
+                last = line;
+            }
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "the client failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(killed, "the client never reached the kill point");
+        serde_json::from_str::<Value>(&last).expect("the client's JSON")
+    })
+    .await
+    .unwrap();
+
+    let results = outcome["results"].as_array().unwrap();
+    assert_eq!(results.len(), EDITS);
+    for (i, result) in results.iter().enumerate() {
+        assert_eq!(result["read"], true, "read {i}: {result}");
+        assert_eq!(result["edit"], true, "edit {i}: {result}");
+    }
+    assert_eq!(
+        outcome["same_session"], true,
+        "one session throughout: {outcome}"
+    );
+    let text = std::fs::read_to_string(replicas.dir.path().join("seq.txt")).unwrap();
+    let expected: String = (0..EDITS).map(|i| format!("edit {i}\n")).collect();
+    assert_eq!(
+        text,
+        format!("START\n{expected}END\n"),
+        "every edit landed, in order"
+    );
+    let hits = proxy.hits();
+    assert!(
+        hits.iter().all(|&h| h >= 3),
+        "both replicas answered requests of the one session: {hits:?}"
+    );
+    replicas.servers.remove(0); // already dead: nothing to stop
+}
+
+const CLIENTS: usize = 4;
+const ROUNDS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_racing_an_edit_through_two_replicas_have_exactly_one_winner_per_read() {
+    let replicas = Replicas::start(2);
+    std::fs::write(replicas.dir.path().join("race.txt"), "count: 0\n").unwrap();
+    let (proxy, addr) = Proxy::start(replicas.authorities()).await;
+    let url = format!("http://{addr}/mcp");
+    let token = replicas.token.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        run_client(python(
+            &["race", &url, &CLIENTS.to_string(), &ROUNDS.to_string()],
+            &token,
+        ))
+    })
+    .await
+    .unwrap();
+
+    let rounds = outcome["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), ROUNDS);
+    for (round, edits) in rounds.iter().enumerate() {
+        let edits = edits.as_array().unwrap();
+        let winners = edits.iter().filter(|e| e["ok"] == true).count();
+        assert_eq!(winners, 1, "round {round}: {edits:?}");
+        for lost in edits.iter().filter(|e| e["ok"] != true) {
+            let text = lost["text"].as_str().unwrap();
+            assert!(
+                text.contains("modified since it was read"),
+                "round {round}: a losing edit must be told the file changed: {text}"
+            );
+        }
+    }
+    let text = std::fs::read_to_string(replicas.dir.path().join("race.txt")).unwrap();
+    assert!(text.starts_with(&format!("count: {ROUNDS} by ")), "{text}");
+    assert!(proxy.hits().iter().all(|&h| h > 0), "{:?}", proxy.hits());
+}
+
+/// Opens a session on one replica with raw HTTP; returns its `Mcp-Session-Id`.
+async fn open_session(client: &reqwest::Client, authority: &str, token: &str) -> String {
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}});
+    let response = client
+        .post(format!("http://{authority}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn list_tools(client: &reqwest::Client, authority: &str, token: &str, id: &str) -> u16 {
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    client
+        .post(format!("http://{authority}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&list)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_known_to_every_replica_until_deleted_through_one() {
+    let replicas = Replicas::start(2);
+    let [a, b] = <[String; 2]>::try_from(replicas.authorities()).unwrap();
+    let token = &replicas.token;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let id = open_session(&client, &a, token).await;
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = client
+        .post(format!("http://{a}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&initialized)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 202);
+
+    assert_eq!(
+        list_tools(&client, &b, token, &id).await,
+        200,
+        "B runs A's session"
+    );
+    assert_eq!(
+        list_tools(&client, &b, token, "no-such-session").await,
+        404,
+        "an unknown session is still 404"
+    );
+    let deleted = client
+        .delete(format!("http://{a}/mcp"))
+        .bearer_auth(token)
+        .header("mcp-session-id", &id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    assert_eq!(
+        list_tools(&client, &b, token, &id).await,
+        404,
+        "deleted through A, so gone on B too"
+    );
+}
