@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use toolbelt::agent::session::open_url;
 use toolbelt::agent::{
-    DynAgent, EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner, SessionService,
-    SqliteSessionService,
+    AgentError, DynAgent, EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner,
+    SessionService,
 };
 use toolbelt::exec::{ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
@@ -69,8 +70,10 @@ pub struct AgentArgs {
     /// retried. Default: the library's.
     #[arg(long, value_name = "N")]
     pub max_retries: Option<usize>,
-    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id.
-    #[arg(long, value_name = "FILE")]
+    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id; or
+    /// in a server shared by several machines: postgres://USER:PASSWORD@HOST/DB or
+    /// redis://HOST:PORT (builds with features postgres, redis).
+    #[arg(long, value_name = "FILE|URL")]
     pub session: Option<PathBuf>,
     /// The session to resume (or create) in the --session file; a new one when omitted.
     #[arg(long, value_name = "ID", requires = "session")]
@@ -201,16 +204,24 @@ fn not_configured(missing: &[&str]) -> String {
     lines.join("\n")
 }
 
-/// The session store: the --session SQLite file, or memory. A file that cannot be opened
-/// (locked by another process past the wait, not a database) fails the command (exit 1)
-/// before the model is called, and is left as it was.
-fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
-    match &args.session {
-        Some(path) => Ok(Arc::new(SqliteSessionService::open(path).map_err(|e| {
-            CliError::failed(format!("--session {}: {e}", path.display()))
-        })?)),
-        None => Ok(Arc::new(InMemorySessionService::new())),
-    }
+/// The session store: the --session SQLite file or server URL, or memory. A store that
+/// cannot be opened (a file locked by another process past the wait or not a database, a
+/// server that does not answer) fails the command (exit 1) before the model is called, and is
+/// left as it was; a URL whose store this build lacks is a usage error naming the feature.
+async fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
+    let Some(target) = &args.session else {
+        return Ok(Arc::new(InMemorySessionService::new()));
+    };
+    let target = target.to_string_lossy();
+    // A URL may hold a password: errors name only its scheme.
+    let shown = match target.split_once("://") {
+        Some((scheme, _)) => format!("{scheme}://…"),
+        None => target.to_string(),
+    };
+    open_url(&target).await.map_err(|e| match e {
+        AgentError::Config(_) => CliError::usage(format!("--session {shown}: {e}")),
+        _ => CliError::failed(format!("--session {shown}: {e}")),
+    })
 }
 
 /// The session id to use: the one given, or a new one.
@@ -412,7 +423,7 @@ impl AgentSession {
         let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
         args.search.check()?;
         let search_model: DynModel = Arc::new(model.clone());
-        let sessions = sessions_from(args)?;
+        let sessions = sessions_from(args).await?;
         let toolbox = Toolbox::open(&args.sources, None)?;
         toolbox.announce_sandbox();
         let snapshot = toolbox.list(&ToolContext::new()).await;

@@ -90,7 +90,16 @@ fn pg_error(error: impl std::fmt::Display) -> AgentError {
 fn db_error(error: tokio_postgres::Error) -> AgentError {
     match error.as_db_error() {
         Some(db) => pg_error(format!("{}: {}", db.code().code(), db.message())),
-        None => pg_error(error),
+        None => {
+            // "error connecting to server" alone does not say why: add the causes.
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            pg_error(text)
+        }
     }
 }
 

@@ -79,6 +79,12 @@ pub async fn run(args: UiArgs) -> Outcome {
             "toolbelt ui needs the session file: --session FILE (the one `toolbelt run --session` writes)",
         ));
     };
+    if path.to_string_lossy().contains("://") {
+        return Err(CliError::usage(
+            "toolbelt ui follows a SQLite session file (--session FILE); sessions in a server \
+             (postgres://, redis://) are not shown by the web UI yet",
+        ));
+    }
     let access = auth::resolve(
         addr,
         args.token.clone(),
