@@ -38,8 +38,11 @@
 //! What stays per replica: `notifications/tools/list_changed` after a `--defer-tools` search
 //! goes to the client's `GET` stream only when that stream is on the replica that ran the
 //! search, and the tools a search loaded are listed by that replica only (they stay callable
-//! by name everywhere); resource subscriptions live on the replica that took them. A list
-//! change of the aggregated servers is announced by every replica to the streams it holds.
+//! by name everywhere); resource subscriptions live on the replica that took them; an
+//! aggregated server's elicitation or sampling request is answered only if the client's reply
+//! comes back to the replica that asked. Progress travels on the call's own response, and a
+//! list change of the aggregated servers is announced by every replica to the streams it
+//! holds.
 //! SIGINT or SIGTERM ends the sessions, closes the aggregated servers (reaping their
 //! processes) and exits 0. Logs go to stderr only: in stdio mode stdout carries the protocol.
 

@@ -12,6 +12,7 @@ use crate::serve_support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -116,6 +117,11 @@ struct Replicas {
 
 impl Replicas {
     fn start(count: usize) -> Self {
+        Self::start_with(count, true)
+    }
+
+    /// `count` replicas; without `shared`, plain `serve --http` processes (no Redis).
+    fn start_with(count: usize, shared: bool) -> Self {
         let redis =
             toolbelt_testkit::service_url("TOOLBELT_TEST_REDIS_URL", "redis://127.0.0.1:6379");
         toolbelt_testkit::require_python_mcp_sdk();
@@ -127,22 +133,18 @@ impl Replicas {
             dir.path().file_name().unwrap().to_string_lossy()
         );
         let token = "replica-test-token".to_string();
-        let args: Vec<String> = [
-            "serve",
-            "--dir",
-            &dir.path().display().to_string(),
-            "--token",
-            &token,
-            "--shared-state",
-            &redis,
-            "--shared-state-prefix",
-            &prefix,
-            "--lock-dir",
-            &locks.path().display().to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args: Vec<String> = ["serve", "--dir", &dir.path().display().to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["--token".into(), token.clone()]);
+        if shared {
+            let locks = locks.path().display().to_string();
+            for arg in ["--shared-state", &redis, "--shared-state-prefix", &prefix] {
+                args.push(arg.to_string());
+            }
+            args.extend(["--lock-dir".to_string(), locks]);
+        }
         let servers = (0..count).map(|_| HttpServe::start(&args)).collect();
         Self {
             dir,
@@ -357,4 +359,85 @@ async fn a_session_is_known_to_every_replica_until_deleted_through_one() {
         404,
         "deleted through A, so gone on B too"
     );
+}
+
+/// How long each set-up of the throughput run is measured.
+const MEASURE: Duration = Duration::from_secs(8);
+/// Concurrent clients (sessions) in the throughput run.
+const BENCH_CLIENTS: usize = 8;
+
+/// One client: a session through the proxy, then Read calls of a small file until `until`;
+/// returns how many were answered.
+async fn read_loop(client: reqwest::Client, url: String, token: String, until: Instant) -> usize {
+    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let id = open_session(&client, authority, &token).await;
+    let post = |body: Value| {
+        client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body)
+            .send()
+    };
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(initialized).await.unwrap().status(), 202);
+    let mut calls = 0;
+    while Instant::now() < until {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": calls + 10, "method": "tools/call",
+            "params": {"name": "Read", "arguments": {"file_path": "small.txt"}}});
+        let answer = post(call).await.unwrap().text().await.unwrap();
+        assert!(answer.contains("small file"), "{answer}");
+        calls += 1;
+    }
+    calls
+}
+
+/// Tool calls per second of `replicas` through a round-robin proxy, `BENCH_CLIENTS` at once.
+async fn calls_per_second(replicas: &Replicas) -> f64 {
+    std::fs::write(replicas.dir.path().join("small.txt"), "a small file\n").unwrap();
+    let (_proxy, addr) = Proxy::start(replicas.authorities()).await;
+    let url = format!("http://{addr}/mcp");
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let started = Instant::now();
+    let until = started + MEASURE;
+    let clients: Vec<_> = (0..BENCH_CLIENTS)
+        .map(|_| {
+            tokio::spawn(read_loop(
+                client.clone(),
+                url.clone(),
+                replicas.token.clone(),
+                until,
+            ))
+        })
+        .collect();
+    let mut calls = 0;
+    for client in clients {
+        calls += client.await.unwrap();
+    }
+    calls as f64 / started.elapsed().as_secs_f64()
+}
+
+/// `serve` throughput with one and two replicas, side by side in one run (BENCHMARKS.md,
+/// "serve replicas"). Figures, not assertions:
+/// `CARGO_TARGET_DIR=/work/target/bench cargo test --release -p toolbelt-cli --features redis
+/// --test cli serve_replicas::throughput -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run it by name with --ignored --nocapture (see BENCHMARKS.md)"]
+async fn throughput() {
+    let mut rows = Vec::new();
+    for (label, count, shared) in [
+        ("1 replica, no shared state", 1, false),
+        ("1 replica, shared state", 1, true),
+        ("2 replicas, shared state", 2, true),
+    ] {
+        let replicas = Replicas::start_with(count, shared);
+        let rate = calls_per_second(&replicas).await;
+        rows.push(format!("| {label} | {BENCH_CLIENTS} | {rate:.0} |"));
+    }
+    println!("| set-up | clients | Read calls/s |\n|---|---|---|");
+    for row in rows {
+        println!("{row}");
+    }
 }
