@@ -37,11 +37,7 @@ async fn one_tool_call_then_a_final_answer() {
         let events = run(&runner, "s1", "What is 25 times 4?", RunOptions::new()).await;
         no_errors(&events);
 
-        let complete: Vec<&str> = events
-            .iter()
-            .filter(|e| e.is_persistent())
-            .map(|e| e.kind.type_name())
-            .collect();
+        let complete = persistent_types(&events);
         assert_eq!(
             complete,
             [
@@ -163,12 +159,11 @@ async fn three_parallel_calls_run_concurrently_results_arrive_as_they_end_and_th
             // Only calls declared concurrency-safe may overlap (others take turns).
             .map_declaration(|d| d.concurrency_safe(true))
         };
-        let agent = agent("par", &server, stream)
-            .tool(probe)
-            .parallel_tools(true)
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let runner = app_runner(
+            agent("par", &server, stream)
+                .tool(probe)
+                .parallel_tools(true),
+        );
         let events = run(&runner, "s", "probe three times", RunOptions::new()).await;
         no_errors(&events);
 
@@ -223,8 +218,7 @@ async fn serial_agents_run_calls_one_at_a_time() {
         })
         .unwrap()
     };
-    let agent = agent("serial", &server, false).tool(probe).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("serial", &server, false).tool(probe));
     let events = run(&runner, "s", "probe", RunOptions::new()).await;
     no_errors(&events);
     assert_eq!(counter.peak.load(Ordering::SeqCst), 1);
@@ -384,12 +378,11 @@ async fn a_per_run_filter_hides_a_user_tool_but_keeps_framework_tools() {
 #[tokio::test]
 async fn an_agent_filter_narrows_its_tools() {
     let server = ScriptedServer::start([Reply::text("hi")]).await.unwrap();
-    let agent = agent("a", &server, false)
-        .tools([echo("keep_me"), echo("drop_me")])
-        .tool_filter(ToolFilter::include_names(["keep_me"]))
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(
+        agent("a", &server, false)
+            .tools([echo("keep_me"), echo("drop_me")])
+            .tool_filter(ToolFilter::include_names(["keep_me"])),
+    );
     run(&runner, "s", "hi", RunOptions::new()).await;
     assert_eq!(server.requests()[0].tool_names(), ["keep_me"]);
 }
@@ -457,12 +450,11 @@ async fn too_many_tool_rounds_end_with_a_max_iterations_error() {
     })
     .await
     .unwrap();
-    let agent = agent("loopy", &server, true)
-        .tools([echo("echo")])
-        .max_tool_iterations(2)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(
+        agent("loopy", &server, true)
+            .tools([echo("echo")])
+            .max_tool_iterations(2),
+    );
     let events = run(&runner, "s", "loop", RunOptions::new()).await;
     let errors = errors(&events);
     assert_eq!(errors.len(), 1, "{events:#?}");
@@ -696,12 +688,11 @@ async fn a_set_tool_whose_name_is_taken_is_offered_under_the_sets_prefix_and_cal
     .await
     .unwrap();
     let files = CountingSet::new("files", vec![echo("read"), echo("write")]);
-    let agent = agent("a", &server, false)
-        .tool(echo("read"))
-        .tool_set(files as DynToolSet)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(
+        agent("a", &server, false)
+            .tool(echo("read"))
+            .tool_set(files as DynToolSet),
+    );
     let events = run(&runner, "s", "read", RunOptions::new()).await;
     no_errors(&events);
     let mut offered = server.requests()[0].tool_names();
@@ -718,12 +709,11 @@ async fn refresh_on_run_lists_tool_sets_every_run() {
         .await
         .unwrap();
     let set = CountingSet::new("files", vec![echo("read")]);
-    let agent = agent("a", &server, false)
-        .tool_set(set.clone())
-        .refresh_tool_sets_on_run(true)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(
+        agent("a", &server, false)
+            .tool_set(set.clone())
+            .refresh_tool_sets_on_run(true),
+    );
     for i in 0..3 {
         run(&runner, "s", &format!("run {i}"), RunOptions::new()).await;
     }
@@ -769,8 +759,7 @@ async fn changing_tool_sets_during_runs_is_safe() {
 async fn streamed_deltas_concatenated_equal_the_final_message() {
     let text = "Streaming splits this sentence into many small pieces, ünïcödé included.";
     let server = ScriptedServer::start([Reply::text(text)]).await.unwrap();
-    let agent = agent("s", &server, true).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("s", &server, true));
     let events = run(&runner, "s", "talk", RunOptions::new()).await;
     let chunks = of(&events, "model_delta");
     assert!(chunks.len() > 5, "the answer arrived in pieces");
@@ -794,8 +783,7 @@ async fn a_rate_limited_call_is_retried_and_succeeds() {
         let server = ScriptedServer::start([Reply::rate_limited("0"), Reply::text("made it")])
             .await
             .unwrap();
-        let agent = agent("a", &server, stream).build().unwrap();
-        let runner = Runner::new("app", Arc::new(agent));
+        let runner = app_runner(agent("a", &server, stream));
         let events = run(&runner, "s", "hi", RunOptions::new()).await;
         no_errors(&events);
         assert_eq!(final_answer(&events), "made it");
@@ -808,8 +796,7 @@ async fn a_model_that_keeps_failing_ends_the_run_with_a_model_error() {
     let server = ScriptedServer::start_with(|_| Reply::status(503, "overloaded"))
         .await
         .unwrap();
-    let agent = agent("a", &server, false).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false));
     let events = run(&runner, "s", "hi", RunOptions::new()).await;
     let errors = errors(&events);
     assert_eq!(errors.len(), 1);
@@ -898,8 +885,7 @@ async fn a_tool_reads_its_call_id_and_invocation_from_its_context() {
         )
         .unwrap()
     };
-    let agent = agent("ctx", &server, false).tool(whoami).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("ctx", &server, false).tool(whoami));
     let options = RunOptions::new().state("tenant", json!("acme"));
     let events = run(&runner, "sess-7", "who?", options).await;
     no_errors(&events);
@@ -962,11 +948,7 @@ async fn a_child_invocations_events_carry_the_parent_invocation_id() {
         )
         .unwrap()
     };
-    let agent = agent("boss", &server, false)
-        .tool(ask_expert)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("boss", &server, false).tool(ask_expert));
     let events = run(&runner, "s", "ask the expert", RunOptions::new()).await;
     no_errors(&events);
     assert_eq!(final_answer(&events), "The expert says Paris.");
@@ -1001,26 +983,8 @@ async fn dropping_the_event_stream_cancels_the_run_and_its_tools() {
     let server = ScriptedServer::start([Reply::tool_call("c1", "wait", "{}")])
         .await
         .unwrap();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
-    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
-    let cancelled = Arc::new(AtomicUsize::new(0));
-    let wait = {
-        let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
-        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
-            let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
-            async move {
-                if let Some(tx) = started_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-                ctx.cancelled().await;
-                cancelled.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>("cancelled")
-            }
-        })
-        .unwrap()
-    };
-    let agent = agent("a", &server, false).tool(wait).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let (wait, started_rx, cancelled) = wait_until_cancelled("cancelled");
+    let runner = app_runner(agent("a", &server, false).tool(wait));
     let caller_token = tokio_util::sync::CancellationToken::new();
     let stream = runner.run(
         "u",
@@ -1056,11 +1020,7 @@ async fn an_interrupted_turn_is_sanitised_before_the_next_model_call() {
     ])
     .await
     .unwrap();
-    let agent = agent("a", &server, false)
-        .tool(multiply(Arc::default()))
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).tool(multiply(Arc::default())));
     let options = RunOptions::new().execution_filter(ExecutionFilter::pending_names(["client"]));
     run(&runner, "s", "go", options).await;
     // The caller never answers call `b`; the user just goes on.
@@ -1118,12 +1078,7 @@ async fn a_failing_tool_is_retried_by_the_tool_retry_policy() {
         max_delay: Duration::from_millis(5),
         ..RetryPolicy::default()
     };
-    let agent = agent("a", &server, false)
-        .tool(flaky)
-        .tool_retry(policy)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).tool(flaky).tool_retry(policy));
     let events = run(&runner, "s", "go", RunOptions::new()).await;
     no_errors(&events);
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
@@ -1210,24 +1165,8 @@ async fn a_cancelled_run_stops_its_tools_and_still_ends_with_run_completed() {
     let server = ScriptedServer::start([Reply::tool_call("c1", "wait", "{}")])
         .await
         .unwrap();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
-    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
-    let wait = {
-        let started_tx = started_tx.clone();
-        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
-            let started_tx = started_tx.clone();
-            async move {
-                if let Some(tx) = started_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-                ctx.cancelled().await;
-                Ok::<_, ToolError>("stopped")
-            }
-        })
-        .unwrap()
-    };
-    let agent = agent("a", &server, false).tool(wait).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let (wait, started_rx, _cancelled) = wait_until_cancelled("stopped");
+    let runner = app_runner(agent("a", &server, false).tool(wait));
     let events = runner.run("u", "s", "wait", RunOptions::new());
     started_rx.await.unwrap();
     events.cancel();

@@ -3,7 +3,7 @@
 //! OpenAI-compatible server on 127.0.0.1 (so each server's recorded requests are exactly
 //! what that agent sent).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use toolbelt_agent::{
     Agent, AgentError, AgentTool, CallbackError, Callbacks, DynAgent, Event, HistoryScope,
     InnerTextMode, Invocation, Plugin, RunOptions, Runner, SessionKey,
 };
-use toolbelt_core::{DynToolSet, FunctionTool, ToolContext, ToolError};
+use toolbelt_core::{DynToolSet, ToolContext};
 use toolbelt_exec::{BeforeAction, HookCall, Timeout};
 use toolbelt_model::Request;
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
@@ -328,24 +328,7 @@ async fn cancelling_the_outer_run_stops_the_childs_tool() {
     let child = ScriptedServer::start([Reply::tool_call("w1", "wait", "{}")])
         .await
         .unwrap();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
-    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
-    let cancelled = Arc::new(AtomicUsize::new(0));
-    let wait = {
-        let cancelled = cancelled.clone();
-        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
-            let (started_tx, cancelled) = (started_tx.clone(), cancelled.clone());
-            async move {
-                if let Some(tx) = started_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-                ctx.cancelled().await;
-                cancelled.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>("stopped")
-            }
-        })
-        .unwrap()
-    };
+    let (wait, started_rx, cancelled) = wait_until_cancelled("stopped");
     let waiter = agent("waiter", &child, false).tool(wait).build().unwrap();
     let runner = coordinator(&outer, AgentTool::new(Arc::new(waiter)).unwrap(), false);
     let events = runner.run("u", "s", "go", RunOptions::new());
@@ -490,19 +473,7 @@ async fn the_calls_timeout_stops_the_child_and_its_tools_before_the_result() {
     let child = ScriptedServer::start([Reply::tool_call("w1", "wait", "{}")])
         .await
         .unwrap();
-    let stopped = Arc::new(AtomicUsize::new(0));
-    let wait = {
-        let stopped = stopped.clone();
-        FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
-            let stopped = stopped.clone();
-            async move {
-                ctx.cancelled().await;
-                stopped.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>("stopped")
-            }
-        })
-        .unwrap()
-    };
+    let (wait, _started, stopped) = wait_until_cancelled("stopped");
     let waiter = agent("waiter", &child, false).tool(wait).build().unwrap();
     // A short limit so the call times out; a long grace so the child is waited for, not
     // dropped (the test does not depend on how quickly it stops).

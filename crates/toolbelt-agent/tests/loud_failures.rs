@@ -247,11 +247,7 @@ async fn a_panicking_child_invocation_ends_with_a_panic_error_and_run_completed(
         )
         .unwrap()
     };
-    let agent = agent("boss", &server, false)
-        .tool(delegate)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("boss", &server, false).tool(delegate));
     let events = run(&runner, "s", "delegate", RunOptions::new()).await;
     no_errors(&events);
 

@@ -53,8 +53,7 @@ async fn a_streaming_tools_chunks_and_progress_arrive_as_events_before_it_ends()
         )
         .unwrap()
     };
-    let agent = agent("a", &server, true).tool(tail).build().unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, true).tool(tail));
     let mut events = runner.run("user", "s", "tail the log", RunOptions::new());
     let mut seen = Vec::new();
     let finished = tokio::time::timeout(Duration::from_secs(30), async {
@@ -119,12 +118,7 @@ async fn results_carry_the_users_text_the_blocks_and_silent() {
             Ok::<_, ToolError>(ToolOutput::text("noted for the model").silent())
         })
         .unwrap();
-    let agent = agent("a", &server, false)
-        .tool(diff)
-        .tool(note)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).tool(diff).tool(note));
     let events = run(&runner, "s", "diff and note", RunOptions::new()).await;
     no_errors(&events);
     let results = results(&events);
@@ -362,11 +356,7 @@ async fn an_answer_cut_at_the_token_limit_is_a_visible_warning() {
         calculator([Reply::truncated("The answer is")], true, |b| b).await;
     let events = run(&runner, "s", "explain", RunOptions::new()).await;
     no_errors(&events);
-    let types: Vec<&str> = events
-        .iter()
-        .filter(|e| e.is_persistent())
-        .map(|e| e.kind.type_name())
-        .collect();
+    let types = persistent_types(&events);
     assert_eq!(
         types,
         ["user_input", "model_response", "warning", "run_completed"]
@@ -403,12 +393,7 @@ async fn the_tool_retry_policy_retries_a_plain_function_tool() {
         max_delay: Duration::from_millis(5),
         ..RetryPolicy::retries(2)
     };
-    let agent = agent("a", &server, false)
-        .tool(flaky)
-        .tool_retry(policy)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).tool(flaky).tool_retry(policy));
     let events = run(&runner, "s", "go", RunOptions::new()).await;
     no_errors(&events);
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
@@ -442,12 +427,7 @@ async fn an_executor_configured_parallel_is_not_overridden_by_an_agent_that_sets
     let executor = Executor::builder(Arc::new(Registry::new()))
         .mode(ExecutionMode::Parallel)
         .build();
-    let agent = agent("a", &server, false)
-        .executor(executor)
-        .tool(meet)
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).executor(executor).tool(meet));
     let events = run(&runner, "s", "meet twice", RunOptions::new()).await;
     no_errors(&events);
     assert!(results(&events).iter().all(|r| !r.is_error), "{events:#?}");
@@ -469,11 +449,7 @@ impl ToolSet for Broken {
 #[tokio::test]
 async fn a_tool_set_that_fails_to_list_is_a_warning_and_the_run_goes_on() {
     let server = ScriptedServer::start([Reply::text("hi")]).await.unwrap();
-    let agent = agent("a", &server, false)
-        .tool_set(Arc::new(Broken))
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent));
+    let runner = app_runner(agent("a", &server, false).tool_set(Arc::new(Broken)));
     let events = run(&runner, "s", "hi", RunOptions::new()).await;
     no_errors(&events);
     let warnings = of(&events, "warning");

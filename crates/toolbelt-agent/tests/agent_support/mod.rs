@@ -162,3 +162,46 @@ pub fn roles(request: &RecordedRequest) -> Vec<String> {
         .map(|m| m["role"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// A runner of app `app` over the agent `agent` builds.
+pub fn app_runner(agent: LlmAgentBuilder) -> Runner {
+    Runner::new("app", Arc::new(agent.build().expect("agent")))
+}
+
+/// The type names of the events that are stored in the session, in order.
+pub fn persistent_types(events: &[Event]) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter(|e| e.is_persistent())
+        .map(|e| e.kind.type_name())
+        .collect()
+}
+
+/// A `wait` tool whose calls wait until they are cancelled and then answer `answer`; with a
+/// receiver that fires when the first call has started, and the count of calls that saw
+/// their cancellation.
+pub fn wait_until_cancelled(
+    answer: &'static str,
+) -> (
+    FunctionTool,
+    tokio::sync::oneshot::Receiver<()>,
+    Arc<AtomicUsize>,
+) {
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(std::sync::Mutex::new(Some(started_tx)));
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let counter = cancelled.clone();
+    let wait = FunctionTool::new("wait", "Waits", move |ctx: ToolContext, _: Args| {
+        let (started_tx, cancelled) = (started_tx.clone(), counter.clone());
+        async move {
+            if let Some(tx) = started_tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            ctx.cancelled().await;
+            cancelled.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ToolError>(answer)
+        }
+    })
+    .expect("wait");
+    (wait, started_rx, cancelled)
+}
