@@ -55,11 +55,6 @@ impl Progress {
         }
     }
 
-    /// Whether anything is ever drawn.
-    pub fn enabled(&self) -> bool {
-        self.enabled
-    }
-
     fn lock(&self) -> MutexGuard<'_, Line> {
         lock(&self.line)
     }

@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_client_features;
 #[cfg(feature = "otel")]
 mod otel;
+mod progress;
 mod run;
 mod run_json;
 mod run_tool_search;

@@ -74,6 +74,39 @@ pub async fn output_on_terminal(mut command: Command, typed: &str) -> Output {
     .expect("join")
 }
 
+/// Runs `command` with a pseudo-terminal as its stdout and stderr, as in a terminal
+/// window, and stdin empty; returns the exit status and every byte the terminal showed
+/// (the terminal turns each `\n` into `\r\n`).
+pub async fn output_to_terminal(mut command: Command) -> (std::process::ExitStatus, Vec<u8>) {
+    tokio::task::spawn_blocking(move || {
+        let (mut master, slave) = open_pty();
+        let err = slave.try_clone().expect("clone the pty slave");
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(slave))
+            .stderr(Stdio::from(err));
+        let mut child = command.spawn().expect("start toolbelt");
+        // The child holds the terminal now; with our copies gone, reading ends (EIO) when
+        // the child and everything it started have closed it.
+        drop(command);
+        let reader = std::thread::spawn(move || {
+            let mut shown = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                match master.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => shown.extend_from_slice(&chunk[..n]),
+                }
+            }
+            shown
+        });
+        let status = child.wait().expect("wait for toolbelt");
+        (status, reader.join().expect("the terminal reader"))
+    })
+    .await
+    .expect("join")
+}
+
 /// A new pseudo-terminal: (master, slave), neither the controlling terminal of this process.
 fn open_pty() -> (File, OwnedFd) {
     // SAFETY: plain libc calls on descriptors this function owns; every result is checked.
