@@ -5,6 +5,7 @@
 
 mod agents_file;
 mod approval;
+mod artifacts;
 pub(crate) mod extensions;
 mod render;
 pub(crate) mod tool_search;
@@ -19,7 +20,7 @@ use toolbelt::agent::{
     AgentError, DynAgent, EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner,
     SessionService,
 };
-use toolbelt::exec::{ExecutionMode, Executor, Timeout};
+use toolbelt::exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
     DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig,
     OpenAiModel,
@@ -110,6 +111,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "N", default_value_t = toolbelt::agent::DEFAULT_MAX_TOOL_ITERATIONS)]
     pub max_iterations: usize,
     #[command(flatten)]
+    pub artifacts: artifacts::ArtifactArgs,
+    #[command(flatten)]
     pub extensions: extensions::ExtensionArgs,
     /// Replace the default system instruction.
     #[arg(long, value_name = "TEXT")]
@@ -134,8 +137,12 @@ impl AgentArgs {
 
     /// `--tools` and `--exclude-tools` as one filter; `None` when neither is given.
     fn tool_filter(&self) -> Option<ToolFilter> {
-        let include =
-            (!self.tools.is_empty()).then(|| ToolFilter::include_names(self.tools.clone()));
+        // Offloaded results are read back with artifact_read: offered whenever --artifacts is.
+        let mut tools = self.tools.clone();
+        if self.artifacts.artifacts.is_some() {
+            tools.push(ARTIFACT_READ_TOOL.to_string());
+        }
+        let include = (!self.tools.is_empty()).then(|| ToolFilter::include_names(tools));
         let exclude = (!self.exclude_tools.is_empty())
             .then(|| ToolFilter::exclude_names(self.exclude_tools.clone()));
         match (include, exclude) {
@@ -240,7 +247,12 @@ pub(crate) fn new_session_id() -> String {
 /// The executor over the tool box's registry, configured by the flags (schedule, JSON
 /// repair, a time limit) with the approval hook, if any. Agents set none of these
 /// themselves, so the executor's configuration is what runs.
-fn executor_from(args: &AgentArgs, toolbox: &Toolbox, approval: Option<Approval>) -> Executor {
+fn executor_from(
+    args: &AgentArgs,
+    toolbox: &Toolbox,
+    approval: Option<Approval>,
+    offload: Option<&ArtifactOffload>,
+) -> Executor {
     let mut executor = Executor::builder(toolbox.registry.clone())
         .middleware(Timeout::new(TOOL_TIMEOUT))
         .mode(if args.parallel {
@@ -251,6 +263,9 @@ fn executor_from(args: &AgentArgs, toolbox: &Toolbox, approval: Option<Approval>
         .repair_json(args.repair_json);
     if let Some(approval) = approval {
         executor = executor.before_hook(approval);
+    }
+    if let Some(offload) = offload {
+        executor = executor.artifact_offload(offload.clone());
     }
     executor.build()
 }
@@ -273,8 +288,9 @@ fn agent_from(
     model: OpenAiModel,
     toolbox: &Toolbox,
     approval: Option<Approval>,
+    offload: Option<&ArtifactOffload>,
 ) -> Result<DynAgent, CliError> {
-    let executor = executor_from(args, toolbox, approval);
+    let executor = executor_from(args, toolbox, approval, offload);
     let instruction = instruction_from(args);
     let agent = LlmAgent::builder("toolbelt")
         .description("The toolbelt command-line agent")
@@ -304,6 +320,7 @@ fn agents_from(
     toolbox: &Toolbox,
     offered: Vec<String>,
     approval: Option<Approval>,
+    offload: Option<&ArtifactOffload>,
 ) -> Result<DynAgent, CliError> {
     // The root model's configuration, retry observer included.
     let config = model.config().clone();
@@ -318,6 +335,7 @@ fn agents_from(
             args,
             toolbox,
             approval.map(|a| a.with_delegations(agents.delegations())),
+            offload,
         ),
         model: Arc::new(model),
         model_named: &model_named,
@@ -425,6 +443,13 @@ impl AgentSession {
         let search_model: DynModel = Arc::new(model.clone());
         let sessions = sessions_from(args).await?;
         let toolbox = Toolbox::open(&args.sources, None)?;
+        let offload = match args.artifacts.offload(&toolbox.registry) {
+            Ok(offload) => offload,
+            Err(err) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+        };
         toolbox.announce_sandbox();
         let snapshot = toolbox.list(&ToolContext::new()).await;
         for name in &args.tools {
@@ -435,9 +460,17 @@ impl AgentSession {
         let built = match &agents {
             Some(agents) => {
                 let offered = snapshot.names().map(str::to_string).collect();
-                agents_from(args, agents, model, &toolbox, offered, approval)
+                agents_from(
+                    args,
+                    agents,
+                    model,
+                    &toolbox,
+                    offered,
+                    approval,
+                    offload.as_ref(),
+                )
             }
-            None => agent_from(args, model, &toolbox, approval),
+            None => agent_from(args, model, &toolbox, approval, offload.as_ref()),
         };
         let agent = match built {
             Ok(agent) => agent,
@@ -447,7 +480,13 @@ impl AgentSession {
             }
         };
         let runner = Runner::new(APP, agent).with_session_service(sessions);
-        let runner = args.search.apply(runner, search_model, &toolbox).await;
+        let runner = match args.search.apply(runner, search_model, &toolbox).await {
+            Ok(runner) => runner,
+            Err(err) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+        };
         // Skills and project rules reach every agent of the run (runner extensions).
         let extensions = match args.extensions.start(&args.sources.dir).await {
             Ok(extensions) => extensions,
