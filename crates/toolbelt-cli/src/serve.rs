@@ -162,10 +162,14 @@ pub struct ServeArgs {
     /// in the temp folder.
     #[arg(long, value_name = "DIR", requires = "shared_state")]
     lock_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    search: crate::agent_cli::tool_search::ServeSearchArgs,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
 pub async fn run(args: ServeArgs) -> Outcome {
+    // The deferred tools' ranker first: a bad embedder is a usage error before anything opens.
+    let ranker = args.defer_tools.then(|| args.search.ranker()).transpose()?;
     let http_addr = args.http.as_deref().map(parse_addr).transpose()?;
     if !args.heartbeat.is_finite() || args.heartbeat <= 0.0 {
         return Err(CliError::usage(format!(
@@ -260,9 +264,9 @@ pub async fn run(args: ServeArgs) -> Outcome {
     if let Some(filter) = tool_filter(&args.tools, &args.exclude_tools) {
         server = server.with_filter(filter);
     }
-    if args.defer_tools {
-        use crate::agent_cli::tool_search::{not_builtin, ranker};
-        server = server.with_deferred_tools(not_builtin(&toolbox).await, ranker());
+    if let Some(ranker) = ranker {
+        use crate::agent_cli::tool_search::not_builtin;
+        server = server.with_deferred_tools(not_builtin(&toolbox).await, ranker);
     }
 
     let signal_token = shutdown.clone();

@@ -13,15 +13,13 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::{Value, json};
 use toolbelt::ToolContext;
-use toolbelt::search::embed::{Embedder, EmbeddingIndex, MemoryVectorStore, OpenAiEmbedder};
 use toolbelt::search::{Hit, Method, ToolDoc, ToolIndex, parse_catalog};
 
 use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox};
+use crate::progress::Progress;
 
-/// The environment variable naming the local embedder's model folder.
-const EMBEDDER_DIR_ENV: &str = "TOOLBELT_EMBEDDER_DIR";
-/// The environment variable holding the API key for `--embedder-url`, when it needs one.
-const EMBEDDER_KEY_ENV: &str = "TOOLBELT_EMBEDDER_API_KEY";
+mod embedder;
+pub(crate) use embedder::EmbedderArgs;
 
 /// Flags of `toolbelt tools search`.
 #[derive(Args, Debug)]
@@ -50,18 +48,8 @@ pub struct SearchArgs {
     /// `{"id", "results": [{"name", "score"}]}`.
     #[arg(long, value_name = "FILE")]
     queries: Option<PathBuf>,
-    /// A sentence-transformers model folder (config.json, tokenizer.json,
-    /// model.safetensors) for the local embedder; default: $TOOLBELT_EMBEDDER_DIR. Needs a
-    /// build with feature `local-embedder`.
-    #[arg(long, value_name = "DIR", conflicts_with = "embedder_url")]
-    embedder_dir: Option<PathBuf>,
-    /// An OpenAI-compatible server's base URL for /embeddings (API key from
-    /// $TOOLBELT_EMBEDDER_API_KEY when set).
-    #[arg(long, value_name = "URL", requires = "embedder_model")]
-    embedder_url: Option<String>,
-    /// The embedding model to ask --embedder-url for.
-    #[arg(long, value_name = "NAME", requires = "embedder_url")]
-    embedder_model: Option<String>,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
     /// With --method llm: the model name (overrides TOOLBELT_MODEL).
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
@@ -83,9 +71,9 @@ pub async fn run(args: SearchArgs) -> Outcome {
         Some(_) => Method::Bm25,
         None => parse_method(&args.method)?,
     };
-    let embedder = match method {
+    let embeddings = match method {
         Method::Bm25 => None,
-        _ => Some(embedder(&args, method)?),
+        _ => Some(args.embedder.index(&format!("--method {method}"))?),
     };
     // Read the queries before any work, so a bad file fails fast and whole.
     let queries = match &args.queries {
@@ -101,17 +89,18 @@ pub async fn run(args: SearchArgs) -> Outcome {
         None => listed_tools(&args.sources).await?,
     };
 
+    // A cold embedding of hundreds of tools takes a while: a terminal shows how far it got.
+    let progress = Progress::on_stderr(false);
     let mut index = ToolIndex::new();
-    if let Some(embedder) = embedder {
-        index = index.with_embeddings(EmbeddingIndex::new(
-            embedder,
-            Arc::new(MemoryVectorStore::new()),
-        ));
+    if let Some(embeddings) = embeddings {
+        let line = progress.clone();
+        index = index.with_embeddings(embeddings.on_progress(move |p| {
+            line.count("embedding tools", p.embedded as u64, p.total as u64);
+        }));
     }
-    index
-        .sync(&docs)
-        .await
-        .map_err(|e| CliError::failed(format!("indexing the tools: {e}")))?;
+    let synced = index.sync(&docs).await;
+    progress.hide();
+    synced.map_err(|e| CliError::failed(format!("indexing the tools: {e}")))?;
 
     let k = args.top as usize;
     let stdout = std::io::stdout();
@@ -187,47 +176,6 @@ async fn search_with_model(
 fn parse_method(name: &str) -> Result<Method, CliError> {
     name.parse::<Method>()
         .map_err(|_| CliError::usage(format!("--method {name:?}: expected bm25, embed or hybrid")))
-}
-
-/// The embedder the flags (or $TOOLBELT_EMBEDDER_DIR) name; a usage error when none is.
-fn embedder(args: &SearchArgs, method: Method) -> Result<Arc<dyn Embedder>, CliError> {
-    if let (Some(url), Some(model)) = (&args.embedder_url, &args.embedder_model) {
-        let mut embedder = OpenAiEmbedder::new(url.clone(), model.clone());
-        if let Ok(key) = std::env::var(EMBEDDER_KEY_ENV)
-            && !key.is_empty()
-        {
-            embedder = embedder.api_key(key);
-        }
-        return Ok(Arc::new(embedder));
-    }
-    let dir = args.embedder_dir.clone().or_else(|| {
-        std::env::var_os(EMBEDDER_DIR_ENV)
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-    });
-    match dir {
-        Some(dir) => local_embedder(dir),
-        None => Err(CliError::usage(format!(
-            "--method {method} needs an embedder: --embedder-dir DIR (or ${EMBEDDER_DIR_ENV}) \
-             or --embedder-url URL --embedder-model NAME"
-        ))),
-    }
-}
-
-#[cfg(feature = "local-embedder")]
-fn local_embedder(dir: PathBuf) -> Result<Arc<dyn Embedder>, CliError> {
-    let embedder = toolbelt::search::embed::LocalEmbedder::load(&dir)
-        .map_err(|e| CliError::usage(format!("{}: {e}", dir.display())))?;
-    Ok(Arc::new(embedder))
-}
-
-#[cfg(not(feature = "local-embedder"))]
-fn local_embedder(dir: PathBuf) -> Result<Arc<dyn Embedder>, CliError> {
-    Err(CliError::usage(format!(
-        "the local embedder ({}) needs a toolbelt built with feature `local-embedder`; \
-         or use --embedder-url URL --embedder-model NAME",
-        dir.display()
-    )))
 }
 
 /// The built-in tools and those of the `--mcp-config` servers, as `toolbelt tools list`

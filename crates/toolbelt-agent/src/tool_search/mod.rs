@@ -507,6 +507,16 @@ impl Inner {
         let mut index = self.index.lock().await;
         let stats = index.sync(docs).await.map_err(|e| e.to_string())?;
         self.indexed.store(docs.len(), Ordering::Relaxed);
+        if stats != toolbelt_search::SyncStats::default() {
+            tracing::debug!(
+                added = stats.added,
+                changed = stats.changed,
+                removed = stats.removed,
+                embedded = stats.embedded,
+                reused = stats.reused,
+                "tool search index updated"
+            );
+        }
         let mut total = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         total.syncs += 1;
         total.added += stats.added;

@@ -10,6 +10,25 @@ use crate::{Hit, SearchError, SyncStats, ToolDoc};
 /// is stored as soon as it is embedded, so a sync that fails half-way keeps what it paid for.
 const DEFAULT_BATCH: usize = 32;
 
+/// What the cache key adds to the embedder's model id: the version of the recipe that turns a
+/// [`ToolDoc`] into the embedded text ([`ToolDoc::embedding_text`]). The content hash covers
+/// the declaration, not the text made from it, so when the recipe changes this must too, or
+/// caches written by an older build would hand back vectors of other texts.
+const TEXT_RECIPE: &str = "text2";
+
+/// Progress of a [`sync`](EmbeddingIndex::sync)'s embedding: tools embedded so far and how
+/// many need embedding in this sync (the cached ones are not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncProgress {
+    /// Tools embedded so far in this sync.
+    pub embedded: usize,
+    /// Tools this sync embeds in all.
+    pub total: usize,
+}
+
+/// Called with the progress of a sync's embedding; see [`EmbeddingIndex::on_progress`].
+pub type ProgressFn = Arc<dyn Fn(SyncProgress) + Send + Sync>;
+
 /// One live tool: its content hash and its vector scaled to length 1.
 #[derive(Debug)]
 struct Entry {
@@ -29,6 +48,7 @@ pub struct EmbeddingIndex {
     live: HashMap<String, Entry>,
     /// The dimension of every live vector (None while the index is empty).
     dims: Option<usize>,
+    progress: Option<ProgressFn>,
 }
 
 impl std::fmt::Debug for EmbeddingIndex {
@@ -50,7 +70,17 @@ impl EmbeddingIndex {
             batch: DEFAULT_BATCH,
             live: HashMap::new(),
             dims: None,
+            progress: None,
         }
+    }
+
+    /// Calls `report` during each [`sync`](Self::sync) that embeds anything: once before the
+    /// first batch (`embedded` 0) and after every batch. A cold build of hundreds of tools
+    /// takes seconds to minutes on a CPU, so a caller can show how far it got; the library
+    /// itself prints nothing.
+    pub fn on_progress(mut self, report: impl Fn(SyncProgress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(report));
+        self
     }
 
     /// Sets how many texts one embedder call gets during [`sync`](Self::sync) (default 32,
@@ -84,6 +114,7 @@ impl EmbeddingIndex {
     /// On error the live set is unchanged; batches embedded before the error stay cached.
     pub async fn sync(&mut self, docs: &[ToolDoc]) -> Result<SyncStats, SearchError> {
         let model_id = self.embedder.model_id().to_owned();
+        let store_key = format!("{model_id}#{TEXT_RECIPE}");
         let mut latest: HashMap<&str, &ToolDoc> = HashMap::with_capacity(docs.len());
         for doc in docs {
             latest.insert(doc.name.as_str(), doc);
@@ -136,7 +167,7 @@ impl EmbeddingIndex {
         let mut cached = if hashes.is_empty() {
             HashMap::new()
         } else {
-            self.store.get(&model_id, &hashes).await?
+            self.store.get(&store_key, &hashes).await?
         };
         let mut to_embed: Vec<(&ToolDoc, String)> = Vec::new();
         for (doc, hash) in missing {
@@ -168,6 +199,15 @@ impl EmbeddingIndex {
             .map(|(doc, hash)| (doc, hash, doc.embedding_text()))
             .collect();
         to_embed.sort_by_key(|(_, _, text)| text.len());
+        let total = to_embed.len();
+        let report = |embedded: usize| {
+            if let Some(report) = &self.progress
+                && total > 0
+            {
+                report(SyncProgress { embedded, total });
+            }
+        };
+        report(0);
         for chunk in to_embed.chunks(self.batch) {
             let texts: Vec<String> = chunk.iter().map(|(_, _, text)| text.clone()).collect();
             let vectors = self.embedder.embed(&texts).await?;
@@ -182,8 +222,9 @@ impl EmbeddingIndex {
                     vector,
                 })
                 .collect();
-            self.store.put(&model_id, &stored).await?;
+            self.store.put(&store_key, &stored).await?;
             stats.embedded += stored.len();
+            report(stats.embedded);
             for item in stored {
                 next.insert(
                     item.name,

@@ -33,7 +33,7 @@ mod openai;
 mod sqlite;
 mod store;
 
-pub use index::EmbeddingIndex;
+pub use index::{EmbeddingIndex, ProgressFn, SyncProgress};
 #[cfg(feature = "local-embedder")]
 pub use local::{EMBEDDER_DIR_ENV, LocalEmbedder};
 pub use openai::OpenAiEmbedder;
