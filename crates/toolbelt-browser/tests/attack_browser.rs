@@ -126,24 +126,6 @@ fn loopback_attack_site(port: u16) -> Router {
         )
 }
 
-/// Takes snapshots until `needle` shows up; returns them joined.
-async fn snapshot_until(set: &BrowserToolSet, needle: &str) -> String {
-    let mut all = String::new();
-    for _ in 0..300 {
-        let text = call(set, "browser_snapshot", "{}")
-            .await
-            .unwrap()
-            .llm_text();
-        all.push_str(&text);
-        all.push('\n');
-        if text.contains(needle) {
-            return all;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{needle:?} never appeared in the snapshot:\n{all}");
-}
-
 /// The page is on 127.0.0.3, the only loopback address allowed; every other spelling of
 /// loopback (names, numeric forms, IPv6, IPv4-mapped, the unspecified address) is refused for
 /// every kind of request, and `file:` is never shown.
@@ -156,14 +138,7 @@ async fn loopback_by_any_name_or_protocol_is_refused() {
             .with_chromium(chromium())
             .with_addresses(AddressPolicy::default().allow("127.0.0.3/32".parse().unwrap())),
     );
-    let opened = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/attack"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let opened = navigate(&set, &format!("{base}/attack")).await;
     let page = opened + &snapshot_until(&set, "Page: done").await;
     assert!(page.contains("hostile page"), "{page}");
     assert!(page.contains("loopback address"), "{page}");
@@ -175,14 +150,7 @@ async fn loopback_by_any_name_or_protocol_is_refused() {
     );
 
     // The page sends itself to file: — Chromium does not load it, and nothing of it is shown.
-    let page = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/to-file"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let page = navigate(&set, &format!("{base}/to-file")).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let page = page
         + &call(&set, "browser_snapshot", "{}")
@@ -210,13 +178,7 @@ async fn the_same_page_reaches_loopback_when_the_policy_allows_it() {
                     .allow("::1/128".parse().unwrap()),
             ),
     );
-    call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/attack"}}"#),
-    )
-    .await
-    .unwrap();
+    navigate(&set, &format!("{base}/attack")).await;
     snapshot_until(&set, "Page: done").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
@@ -272,13 +234,7 @@ Promise.all(waits).then(() => {{ document.title = "done"; }});
     let router = Router::new().route("/rtc", get(move || async move { Html(page) }));
     let base = serve(router, "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
-    call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/rtc"}}"#),
-    )
-    .await
-    .unwrap();
+    navigate(&set, &format!("{base}/rtc")).await;
     let seen = snapshot_until(&set, "Page: done").await;
     assert!(seen.contains("rtc page"), "{seen}");
     assert_eq!(
@@ -361,13 +317,7 @@ async fn a_kept_alive_upstream_never_gets_a_request_for_another_host() {
             .with_chromium(chromium())
             .with_addresses(AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap())),
     );
-    call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"http://127.0.0.1:{port}/page"}}"#),
-    )
-    .await
-    .unwrap();
+    navigate(&set, &format!("http://127.0.0.1:{port}/page")).await;
     snapshot_until(&set, "Page: done").await;
     let lines = seen.lock().unwrap().clone();
     assert!(

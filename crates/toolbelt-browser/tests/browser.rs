@@ -69,25 +69,6 @@ fetch("{secret}/data").then(
         )
 }
 
-/// Takes snapshots until `needle` shows up (the page's scripts run after its load event);
-/// returns every snapshot taken, joined (each result lists the refusals since the last one).
-async fn snapshot_until(set: &BrowserToolSet, needle: &str) -> String {
-    let mut all = String::new();
-    for _ in 0..100 {
-        let text = call(set, "browser_snapshot", "{}")
-            .await
-            .unwrap()
-            .llm_text();
-        all.push_str(&text);
-        all.push('\n');
-        if text.contains(needle) {
-            return all;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{needle:?} never appeared in the snapshot:\n{all}");
-}
-
 fn ref_of<'a>(snapshot: &'a str, what: &str) -> &'a str {
     let line = snapshot
         .lines()
@@ -102,10 +83,7 @@ fn ref_of<'a>(snapshot: &'a str, what: &str) -> &'a str {
 async fn navigate_snapshot_and_click_a_button_that_changes_text() {
     let base = serve(site(), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
-    let page = call(&set, "browser_navigate", &format!(r#"{{"url":"{base}/"}}"#))
-        .await
-        .unwrap()
-        .llm_text();
+    let page = navigate(&set, &format!("{base}/")).await;
     assert!(page.contains("Page: Test home"), "{page}");
     assert!(
         page.contains(r#"heading "Welcome to the test page" [level=1]"#),
@@ -138,14 +116,7 @@ async fn navigate_snapshot_and_click_a_button_that_changes_text() {
 async fn type_in_a_field_and_submit_the_form() {
     let base = serve(site(), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
-    let page = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/form"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let page = navigate(&set, &format!("{base}/form")).await;
     let field = ref_of(&page, r#"textbox "Your name""#).to_string();
     let typed = call(
         &set,
@@ -180,18 +151,9 @@ async fn type_in_a_field_and_submit_the_form() {
 async fn a_reference_from_before_a_navigation_is_refused_clearly() {
     let base = serve(site(), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
-    let page = call(&set, "browser_navigate", &format!(r#"{{"url":"{base}/"}}"#))
-        .await
-        .unwrap()
-        .llm_text();
+    let page = navigate(&set, &format!("{base}/")).await;
     let button = ref_of(&page, "Press me").to_string();
-    call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/form"}}"#),
-    )
-    .await
-    .unwrap();
+    navigate(&set, &format!("{base}/form")).await;
     // The form page's snapshot made new references; e999 names nothing.
     let err = call(&set, "browser_click", r#"{"ref":"e999"}"#)
         .await
@@ -213,9 +175,7 @@ async fn a_reference_from_before_a_navigation_is_refused_clearly() {
 async fn a_screenshot_is_a_png_of_the_viewport() {
     let base = serve(site(), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options().with_viewport(640, 480));
-    call(&set, "browser_navigate", &format!(r#"{{"url":"{base}/"}}"#))
-        .await
-        .unwrap();
+    navigate(&set, &format!("{base}/")).await;
     let shot = call(&set, "browser_screenshot", "{}").await.unwrap();
     assert!(
         shot.llm_text().contains(&format!("{base}/")),
@@ -311,10 +271,7 @@ async fn a_crashed_browser_is_replaced_on_the_next_call_with_a_note() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(fully_exited(pid), "the browser survived SIGKILL");
-    let page = call(&set, "browser_navigate", &format!(r#"{{"url":"{base}/"}}"#))
-        .await
-        .unwrap()
-        .llm_text();
+    let page = navigate(&set, &format!("{base}/")).await;
     assert!(page.contains("Note: the browser had stopped"), "{page}");
     assert!(page.contains("Welcome to the test page"), "{page}");
     assert_ne!(set.browser_pid().await, Some(pid));
@@ -372,14 +329,7 @@ async fn an_allowed_page_cannot_reach_a_refused_host_by_any_request() {
     let (secret, hits) = counting_server().await;
     let base = serve(attack_site(secret.clone()), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
-    let opened = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/attack"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let opened = navigate(&set, &format!("{base}/attack")).await;
     let page = opened + &snapshot_until(&set, "Page: fetch failed").await;
     assert!(page.contains("attack page"), "{page}");
     for path in ["style.css", "script.js", "pixel.png", "frame", "data"] {
@@ -398,14 +348,7 @@ async fn an_allowed_page_cannot_reach_a_refused_host_by_any_request() {
     );
 
     // A redirect from the allowed host to the refused one is refused too.
-    let page = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/redirect"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let page = navigate(&set, &format!("{base}/redirect")).await;
     assert!(page.contains("Toolbelt refused this request"), "{page}");
     assert!(page.contains("127.0.0.2 is a loopback address"), "{page}");
     // The allowed page itself is never among the refusals.
@@ -428,13 +371,7 @@ async fn the_same_page_does_reach_the_host_when_the_policy_allows_it() {
     let set = BrowserToolSet::new(loopback_options().with_addresses(
         toolbelt_builtin::web::AddressPolicy::default().allow("127.0.0.0/8".parse().unwrap()),
     ));
-    call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/attack"}}"#),
-    )
-    .await
-    .unwrap();
+    navigate(&set, &format!("{base}/attack")).await;
     snapshot_until(&set, "Page: fetched: internal secret").await;
     assert!(hits.load(Ordering::SeqCst) >= 2, "img, iframe, fetch…");
     set.close().await.unwrap();
@@ -455,14 +392,7 @@ async fn a_blocked_domain_is_refused_for_subresources_too() {
             )
             .with_domains(domains),
     );
-    let opened = call(
-        &set,
-        "browser_navigate",
-        &format!(r#"{{"url":"{base}/attack"}}"#),
-    )
-    .await
-    .unwrap()
-    .llm_text();
+    let opened = navigate(&set, &format!("{base}/attack")).await;
     let page = opened + &snapshot_until(&set, "Page: fetch failed").await;
     assert!(page.contains("is blocked (rule 127.0.0.2)"), "{page}");
     assert!(

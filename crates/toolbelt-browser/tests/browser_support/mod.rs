@@ -128,3 +128,31 @@ pub fn user_data_dir(pid: u32) -> PathBuf {
         .map(PathBuf::from)
         .expect("the browser has a --user-data-dir")
 }
+
+/// Opens `url` with `browser_navigate`; returns the page snapshot it answers with.
+pub async fn navigate(set: &BrowserToolSet, url: &str) -> String {
+    let args = serde_json::json!({ "url": url }).to_string();
+    call(set, "browser_navigate", &args)
+        .await
+        .unwrap_or_else(|e| panic!("navigating to {url}: {e}"))
+        .llm_text()
+}
+
+/// Takes snapshots until `needle` shows up (the page's scripts run after its load event);
+/// returns every snapshot taken, joined (each result lists the refusals since the last one).
+pub async fn snapshot_until(set: &BrowserToolSet, needle: &str) -> String {
+    let mut all = String::new();
+    for _ in 0..300 {
+        let text = call(set, "browser_snapshot", "{}")
+            .await
+            .unwrap()
+            .llm_text();
+        all.push_str(&text);
+        all.push('\n');
+        if text.contains(needle) {
+            return all;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{needle:?} never appeared in the snapshot:\n{all}");
+}
