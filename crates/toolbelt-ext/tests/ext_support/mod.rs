@@ -44,18 +44,7 @@ pub struct PyServer {
 
 impl PyServer {
     pub fn start() -> Self {
-        let ok = Command::new(toolbelt_testkit::python())
-            .args(["-c", "import mcp.server.fastmcp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            ok,
-            "python3 with the `mcp` SDK is required; install it with \
-             `pip install -r tests/peers/requirements.txt` (or run .ci/install-peers)"
-        );
+        toolbelt_testkit::require_python_mcp_sdk();
         let port = free_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/skill_server.py");
         let mut child = Command::new(toolbelt_testkit::python())
