@@ -77,6 +77,11 @@ fn main() {
 
     #[cfg(feature = "local-embedder")]
     let index = embeddings::attach(index, &docs, &runtime, &mut rows);
+    #[cfg(all(feature = "local-embedder", feature = "sqlite"))]
+    if has("--explore-hybrid") {
+        explore::run(&index, &docs, &dev, &runtime);
+        return;
+    }
     #[cfg(feature = "local-embedder")]
     if has("--tune-hybrid") {
         tune_hybrid(&index, &dev, &runtime);
@@ -110,7 +115,7 @@ mod embeddings {
 
     use super::{Method, ToolDoc, ToolIndex};
 
-    fn model_dir() -> String {
+    pub(super) fn model_dir() -> String {
         if let Ok(dir) = std::env::var("TOOLBELT_EMBEDDER_DIR") {
             return dir;
         }
@@ -176,6 +181,320 @@ mod embeddings {
         rows.push(("toolbelt embed", Method::Embed, build));
         rows.push(("toolbelt hybrid", Method::Hybrid, build));
         index
+    }
+}
+
+/// What to embed and how to fuse, on the dev queries only (the live ones are never read):
+/// each text recipe's vectors are cached in data/vectors.sqlite under a key of their own,
+/// each query's BM25 list and vectors computed once, then every fusion scored.
+#[cfg(all(feature = "local-embedder", feature = "sqlite"))]
+mod explore {
+    use std::collections::HashMap;
+    use std::time::Instant;
+
+    use serde_json::Value;
+    use toolbelt_search::embed::{
+        Embedder, LocalEmbedder, SqliteVectorStore, StoredVector, VectorStore,
+    };
+    use toolbelt_search::tokenize::name_words;
+    use toolbelt_search::{Hit, Method, ToolDoc, ToolIndex, reciprocal_rank_fusion};
+
+    use super::{Query, evaluate};
+
+    /// Parameter names and descriptions, top level and one level down.
+    fn params(schema: &Value, out: &mut Vec<(String, String)>, depth: usize) {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, sub) in props {
+            let d = sub.get("description").and_then(Value::as_str).unwrap_or("");
+            out.push((name.clone(), d.trim().to_owned()));
+            if depth < 2 {
+                params(sub, out, depth + 1);
+                if let Some(items) = sub.get("items") {
+                    params(items, out, depth + 1);
+                }
+            }
+        }
+    }
+
+    fn recipe(doc: &ToolDoc, which: &str) -> String {
+        let name = name_words(&doc.name).join(" ");
+        let desc = doc.description.trim();
+        let mut ps = Vec::new();
+        params(&doc.parameters, &mut ps, 0);
+        match which {
+            "full" => doc.embedding_text(),
+            "name+desc" => format!("{name}: {desc}"),
+            "desc" => desc.to_owned(),
+            "name+desc+pnames" => {
+                let names: Vec<String> = ps.iter().map(|(n, _)| name_words(n).join(" ")).collect();
+                format!("{name}: {desc}\nParameters: {}", names.join(", "))
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    fn unit(mut v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    fn rank(query: &[f32], tools: &[(String, Vec<f32>)]) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = tools
+            .iter()
+            .map(|(name, v)| Hit {
+                name: name.clone(),
+                score: v.iter().zip(query).map(|(a, b)| a * b).sum(),
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.name.cmp(&b.name)));
+        hits
+    }
+
+    fn weighted_rrf(lists: &[(&[Hit], f64)], k: f64, depth: usize) -> Vec<String> {
+        let mut scores: HashMap<&str, f64> = HashMap::new();
+        for (list, w) in lists {
+            for (i, h) in list.iter().take(depth).enumerate() {
+                *scores.entry(h.name.as_str()).or_default() += w / (k + i as f64 + 1.0);
+            }
+        }
+        let mut v: Vec<(&str, f64)> = scores.into_iter().collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        v.into_iter().take(10).map(|(n, _)| n.to_owned()).collect()
+    }
+
+    /// Min-max normalised BM25 (over its top `depth`) mixed with cosine: alpha * cos + (1 - alpha) * bm25.
+    fn convex(lexical: &[Hit], semantic: &[Hit], alpha: f32, depth: usize) -> Vec<String> {
+        let top = lexical.first().map_or(1.0, |h| h.score).max(1e-9);
+        let mut scores: HashMap<&str, f32> = HashMap::new();
+        for h in semantic.iter().take(depth) {
+            *scores.entry(&h.name).or_default() += alpha * h.score;
+        }
+        let cos: HashMap<&str, f32> = semantic
+            .iter()
+            .map(|h| (h.name.as_str(), h.score))
+            .collect();
+        for h in lexical.iter().take(depth) {
+            let e = scores
+                .entry(&h.name)
+                .or_insert_with(|| alpha * cos.get(h.name.as_str()).copied().unwrap_or(0.0));
+            *e += (1.0 - alpha) * h.score / top;
+        }
+        let mut v: Vec<(&str, f32)> = scores.into_iter().collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        v.into_iter().take(10).map(|(n, _)| n.to_owned()).collect()
+    }
+
+    pub(super) fn run(
+        index: &ToolIndex,
+        docs: &[ToolDoc],
+        dev: &[Query],
+        rt: &tokio::runtime::Runtime,
+    ) {
+        let embedder = LocalEmbedder::load(super::embeddings::model_dir()).expect("model loads");
+        let store = SqliteVectorStore::open(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("benches/bfcl/data/vectors.sqlite"),
+        )
+        .expect("store");
+        let queries: Vec<String> = dev.iter().map(|q| q.query.clone()).collect();
+        let started = Instant::now();
+        let qv: Vec<Vec<f32>> = rt
+            .block_on(embedder.embed(&queries))
+            .expect("queries")
+            .into_iter()
+            .map(unit)
+            .collect();
+        eprintln!(
+            "{} dev queries embedded in {:.1} s",
+            qv.len(),
+            started.elapsed().as_secs_f64()
+        );
+        let lexical: Vec<Vec<Hit>> = dev
+            .iter()
+            .map(|q| {
+                rt.block_on(index.search(&q.query, 100, Method::Bm25))
+                    .expect("bm25")
+            })
+            .collect();
+        let by_query: HashMap<&str, usize> = dev
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.query.as_str(), i))
+            .collect();
+        let mut tools_by_recipe: HashMap<&str, Vec<(String, Vec<f32>)>> = HashMap::new();
+        let recipes =
+            std::env::var("RECIPES").unwrap_or_else(|_| "full,name+desc,name+desc+pnames".into());
+        for which in recipes.split(',') {
+            let key = format!("{}#explore:{which}", embedder.model_id());
+            let texts: Vec<String> = docs.iter().map(|d| recipe(d, which)).collect();
+            let hashes: Vec<String> = texts
+                .iter()
+                .map(|t| ToolDoc::new("t", t.clone(), Value::Null).content_hash())
+                .collect();
+            let mut cached = rt.block_on(store.get(&key, &hashes)).expect("get");
+            let missing: Vec<usize> = (0..docs.len())
+                .filter(|&i| !cached.contains_key(&hashes[i]))
+                .collect();
+            if !missing.is_empty() {
+                let started = Instant::now();
+                let mt: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+                let vs = rt.block_on(embedder.embed(&mt)).expect("embed");
+                eprintln!(
+                    "{which}: {} tools embedded in {:.1} s",
+                    mt.len(),
+                    started.elapsed().as_secs_f64()
+                );
+                let stored: Vec<StoredVector> = missing
+                    .iter()
+                    .zip(vs)
+                    .map(|(&i, v)| StoredVector {
+                        name: docs[i].name.clone(),
+                        content_hash: hashes[i].clone(),
+                        vector: v,
+                    })
+                    .collect();
+                rt.block_on(store.put(&key, &stored)).expect("put");
+                for s in stored {
+                    cached.insert(s.content_hash, s.vector);
+                }
+            }
+            let tools: Vec<(String, Vec<f32>)> = docs
+                .iter()
+                .zip(&hashes)
+                .map(|(d, h)| (d.name.clone(), unit(cached[h].clone())))
+                .collect();
+            tools_by_recipe.insert(which, tools.clone());
+            let semantic: Vec<Vec<Hit>> = qv.iter().map(|q| rank(q, &tools)).collect();
+            let line = |label: String, o: super::Outcome| {
+                println!(
+                    "{which:<18} {label:<34} r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}",
+                    o.recall[0], o.recall[1], o.recall[2], o.recall[3]
+                )
+            };
+            line(
+                "embed".into(),
+                evaluate(dev, |q| {
+                    semantic[by_query[q]]
+                        .iter()
+                        .take(10)
+                        .map(|h| h.name.clone())
+                        .collect()
+                }),
+            );
+            line(
+                "rrf k60 d50".into(),
+                evaluate(dev, |q| {
+                    let i = by_query[q];
+                    reciprocal_rank_fusion(
+                        &[
+                            lexical[i][..lexical[i].len().min(50)].to_vec(),
+                            semantic[i][..50].to_vec(),
+                        ],
+                        60,
+                    )
+                    .into_iter()
+                    .take(10)
+                    .map(|h| h.name)
+                    .collect()
+                }),
+            );
+            for w in [0.5, 0.75, 1.5, 2.0] {
+                for k in [10.0, 60.0] {
+                    line(
+                        format!("wrrf embed x{w} k{k}"),
+                        evaluate(dev, |q| {
+                            let i = by_query[q];
+                            weighted_rrf(&[(&lexical[i], 1.0), (&semantic[i], w)], k, 50)
+                        }),
+                    );
+                }
+            }
+            for alpha in [0.3f32, 0.5, 0.6, 0.7, 0.8] {
+                line(
+                    format!("convex a{alpha} d50"),
+                    evaluate(dev, |q| {
+                        let i = by_query[q];
+                        convex(&lexical[i], &semantic[i], alpha, 50)
+                    }),
+                );
+            }
+            for n in [20usize, 50] {
+                line(
+                    format!("bm25 top{n} reranked by cos"),
+                    evaluate(dev, |q| {
+                        let i = by_query[q];
+                        let cos: HashMap<&str, f32> = semantic[i]
+                            .iter()
+                            .map(|h| (h.name.as_str(), h.score))
+                            .collect();
+                        let mut c: Vec<(&str, f32)> = lexical[i]
+                            .iter()
+                            .take(n)
+                            .map(|h| (h.name.as_str(), cos[h.name.as_str()]))
+                            .collect();
+                        c.sort_by(|a, b| b.1.total_cmp(&a.1));
+                        c.into_iter().take(10).map(|(n, _)| n.to_owned()).collect()
+                    }),
+                );
+            }
+        }
+        // Per-field: the best of two recipes' cosines per tool, fused with BM25.
+        if let (Some(a), Some(b)) = (
+            tools_by_recipe.get("full"),
+            tools_by_recipe.get("name+desc"),
+        ) {
+            let semantic: Vec<Vec<Hit>> = qv
+                .iter()
+                .map(|q| {
+                    let ra = rank(q, a);
+                    let rb: HashMap<String, f32> =
+                        rank(q, b).into_iter().map(|h| (h.name, h.score)).collect();
+                    let mut m: Vec<Hit> = ra
+                        .into_iter()
+                        .map(|h| {
+                            let s = h.score.max(rb[&h.name]);
+                            Hit {
+                                name: h.name,
+                                score: s,
+                            }
+                        })
+                        .collect();
+                    m.sort_by(|x, y| y.score.total_cmp(&x.score).then(x.name.cmp(&y.name)));
+                    m
+                })
+                .collect();
+            for alpha in [0.5f32, 0.6, 0.7] {
+                let o = evaluate(dev, |q| {
+                    let i = by_query[q];
+                    convex(&lexical[i], &semantic[i], alpha, 50)
+                });
+                println!(
+                    "max(full,name+desc) convex a{alpha}        r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}",
+                    o.recall[0], o.recall[1], o.recall[2], o.recall[3]
+                );
+            }
+            let o = evaluate(dev, |q| {
+                let i = by_query[q];
+                reciprocal_rank_fusion(
+                    &[
+                        lexical[i][..lexical[i].len().min(50)].to_vec(),
+                        semantic[i][..50].to_vec(),
+                    ],
+                    60,
+                )
+                .into_iter()
+                .take(10)
+                .map(|h| h.name)
+                .collect()
+            });
+            println!(
+                "max(full,name+desc) rrf                  r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}",
+                o.recall[0], o.recall[1], o.recall[2], o.recall[3]
+            );
+        }
     }
 }
 
