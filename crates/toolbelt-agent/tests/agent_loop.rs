@@ -804,6 +804,16 @@ async fn a_model_that_keeps_failing_ends_the_run_with_a_model_error() {
     assert!(errors[0].1.contains("overloaded"), "{}", errors[0].1);
 }
 
+/// A runner over a streaming `calc` agent whose tool is `multiply`, keeping its sessions in
+/// `sessions`.
+fn calculator_on(
+    server: &ScriptedServer,
+    sessions: Arc<dyn toolbelt_agent::SessionService>,
+) -> Runner {
+    app_runner(agent("calc", server, true).tool(multiply(Arc::default())))
+        .with_session_service(sessions)
+}
+
 #[tokio::test]
 async fn a_session_in_sqlite_survives_a_new_runner() {
     let dir = tempfile::tempdir().unwrap();
@@ -817,20 +827,12 @@ async fn a_session_in_sqlite_survives_a_new_runner() {
     .unwrap();
     {
         let sessions = toolbelt_agent::SqliteSessionService::open(&path).unwrap();
-        let agent = agent("calc", &server, true)
-            .tool(multiply(Arc::default()))
-            .build()
-            .unwrap();
-        let runner = Runner::new("app", Arc::new(agent)).with_session_service(Arc::new(sessions));
+        let runner = calculator_on(&server, Arc::new(sessions));
         no_errors(&run(&runner, "s", "3*5?", RunOptions::new()).await);
     }
     // A new process would do exactly this: open the file, build a new runner.
     let sessions = Arc::new(toolbelt_agent::SqliteSessionService::open(&path).unwrap());
-    let agent = agent("calc", &server, true)
-        .tool(multiply(Arc::default()))
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent)).with_session_service(sessions.clone());
+    let runner = calculator_on(&server, sessions.clone());
     no_errors(&run(&runner, "s", "what did I ask?", RunOptions::new()).await);
 
     let request = &server.requests()[2];
@@ -1097,11 +1099,7 @@ async fn every_event_the_caller_sees_is_already_in_the_sqlite_file() {
     .await
     .unwrap();
     let sessions = toolbelt_agent::SqliteSessionService::open(&path).unwrap();
-    let agent = agent("calc", &server, true)
-        .tool(multiply(Arc::default()))
-        .build()
-        .unwrap();
-    let runner = Runner::new("app", Arc::new(agent)).with_session_service(Arc::new(sessions));
+    let runner = calculator_on(&server, Arc::new(sessions));
     // Another connection to the same file, as a second process (or the next start after a
     // crash) would see it.
     let observer = toolbelt_agent::SqliteSessionService::open(&path).unwrap();

@@ -48,6 +48,16 @@ async fn child_server() -> ScriptedServer {
     .unwrap()
 }
 
+/// The outer agent's model: it asks the `files` agent tool, then answers `answer`.
+async fn outer_server(answer: &str) -> ScriptedServer {
+    ScriptedServer::start([
+        Reply::tool_call("c1", "files", ASK_FILES),
+        Reply::text(answer),
+    ])
+    .await
+    .unwrap()
+}
+
 /// A runner whose `coordinator` agent offers `tool`.
 fn coordinator(server: &ScriptedServer, tool: AgentTool, stream: bool) -> Runner {
     let agent = agent("coordinator", server, stream)
@@ -79,12 +89,7 @@ async fn the_child_reads_a_file_and_its_answer_is_the_tool_result() {
     for stream in MODES {
         let dir = tempfile::tempdir().unwrap();
         let child = child_server().await;
-        let outer = ScriptedServer::start([
-            Reply::tool_call("c1", "files", ASK_FILES),
-            Reply::text("The meeting is on Thursday."),
-        ])
-        .await
-        .unwrap();
+        let outer = outer_server("The meeting is on Thursday.").await;
         let tool = AgentTool::new(files_agent(&child, dir.path(), stream)).unwrap();
         let runner = coordinator(&outer, tool, stream);
         let events = run(&runner, "s", "When is the meeting?", RunOptions::new()).await;
@@ -153,12 +158,7 @@ async fn skip_summarization_ends_the_turn_after_the_tool_result() {
 async fn streamed_run(mode: InnerTextMode) -> (Vec<Event>, Runner) {
     let dir = tempfile::tempdir().unwrap();
     let child = child_server().await;
-    let outer = ScriptedServer::start([
-        Reply::tool_call("c1", "files", ASK_FILES),
-        Reply::text("Thursday."),
-    ])
-    .await
-    .unwrap();
+    let outer = outer_server("Thursday.").await;
     let tool = AgentTool::new(files_agent(&child, dir.path(), true))
         .unwrap()
         .stream_inner(true)
@@ -419,12 +419,7 @@ async fn recursion_stops_at_the_depth_limit_with_a_tool_error() {
 async fn a_runners_plugin_applies_to_the_agent_tools_child_and_its_tool_calls() {
     let dir = tempfile::tempdir().unwrap();
     let child = child_server().await;
-    let outer = ScriptedServer::start([
-        Reply::tool_call("c1", "files", ASK_FILES),
-        Reply::text("Thursday."),
-    ])
-    .await
-    .unwrap();
+    let outer = outer_server("Thursday.").await;
     let tool = AgentTool::new(files_agent(&child, dir.path(), false)).unwrap();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let (models, tools) = (seen.clone(), seen.clone());
@@ -512,12 +507,7 @@ async fn tool_responses_are_stored_before_the_child_or_the_caller_goes_on() {
     // the agent tool's aggregated result.
     let dir = tempfile::tempdir().unwrap();
     let child = child_server().await;
-    let outer = ScriptedServer::start([
-        Reply::tool_call("c1", "files", ASK_FILES),
-        Reply::text("Thursday."),
-    ])
-    .await
-    .unwrap();
+    let outer = outer_server("Thursday.").await;
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let plugin = Plugin::new("completion")
         .callbacks(Callbacks::new().before_model(StoredResults(seen.clone())));

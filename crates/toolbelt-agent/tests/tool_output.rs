@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use toolbelt_agent::history::MALFORMED_ARGUMENTS_KEY;
-use toolbelt_agent::{EventKind, LlmAgent, RunOptions, Runner};
+use toolbelt_agent::{Event, EventKind, LlmAgent, RunOptions, Runner};
 use toolbelt_core::{
     ContentBlock, DynToolSet, FunctionTool, ProgressUpdate, RetryPolicy, StreamChunk,
     StreamingFunctionTool, ToolContext, ToolError, ToolOutput, ToolSet,
@@ -161,6 +161,22 @@ fn reader(server: &ScriptedServer, dir: &std::path::Path, images: bool) -> Runne
     Runner::new("app", Arc::new(agent))
 }
 
+/// A run whose model reads dot.png with Read and then answers, through a model client that
+/// sends images when `images` says so; the run had no errors.
+async fn read_dot(images: bool) -> (ScriptedServer, Vec<Event>) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Read", r#"{"file_path":"dot.png"}"#),
+        Reply::text("a single dot"),
+    ])
+    .await
+    .unwrap();
+    let runner = reader(&server, dir.path(), images);
+    let events = run(&runner, "s", "what is in dot.png?", RunOptions::new()).await;
+    no_errors(&events);
+    (server, events)
+}
+
 /// The image parts of the user messages of `request`, as their URLs.
 fn image_urls(request: &RecordedRequest) -> Vec<String> {
     request
@@ -181,16 +197,7 @@ fn image_urls(request: &RecordedRequest) -> Vec<String> {
 
 #[tokio::test]
 async fn an_image_read_by_read_reaches_the_model_as_an_image_url_part() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedServer::start([
-        Reply::tool_call("call_1", "Read", r#"{"file_path":"dot.png"}"#),
-        Reply::text("a single dot"),
-    ])
-    .await
-    .unwrap();
-    let runner = reader(&server, dir.path(), true);
-    let events = run(&runner, "s", "what is in dot.png?", RunOptions::new()).await;
-    no_errors(&events);
+    let (server, events) = read_dot(true).await;
     assert!(matches!(
         results(&events)[0].blocks[..],
         [ContentBlock::Image { .. }]
@@ -213,16 +220,7 @@ async fn an_image_read_by_read_reaches_the_model_as_an_image_url_part() {
 
 #[tokio::test]
 async fn a_model_without_images_gets_a_text_summary_instead() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedServer::start([
-        Reply::tool_call("call_1", "Read", r#"{"file_path":"dot.png"}"#),
-        Reply::text("a single dot"),
-    ])
-    .await
-    .unwrap();
-    let runner = reader(&server, dir.path(), false);
-    let events = run(&runner, "s", "what is in dot.png?", RunOptions::new()).await;
-    no_errors(&events);
+    let (server, _events) = read_dot(false).await;
     let request = &server.requests()[1];
     assert_eq!(roles(request), ["user", "assistant", "tool"]);
     assert!(image_urls(request).is_empty());
