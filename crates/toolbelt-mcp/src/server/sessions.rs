@@ -436,4 +436,51 @@ mod tests {
         assert_eq!(sessions.expire_idle().await, 1);
         assert_eq!(sessions.len(), 0);
     }
+
+    /// Records in memory, as a shared store would keep them.
+    #[derive(Default)]
+    struct Records(Mutex<HashMap<String, String>>);
+
+    #[async_trait::async_trait]
+    impl SharedSessionStore for Records {
+        async fn load(&self, id: &str) -> Result<Option<String>, SharedStoreError> {
+            Ok(self.0.lock().unwrap().get(id).cloned())
+        }
+        async fn save(&self, id: &str, record: &str, _: Duration) -> Result<(), SharedStoreError> {
+            self.0.lock().unwrap().insert(id.into(), record.into());
+            Ok(())
+        }
+        async fn touch(&self, id: &str, _: Duration) -> Result<bool, SharedStoreError> {
+            Ok(self.0.lock().unwrap().contains_key(id))
+        }
+        async fn delete(&self, id: &str) -> Result<(), SharedStoreError> {
+            self.0.lock().unwrap().remove(id);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_shared_record_is_gone_is_closed_here_too() {
+        let records = Arc::new(Records::default());
+        let sessions =
+            BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10).with_shared(records.clone());
+        let id = open(&sessions).await;
+        records.save(&id, "{}", Duration::ZERO).await.unwrap();
+        assert!(sessions.has_session(&id).await.unwrap());
+
+        // Deleted through another replica (or expired there): gone here at the next request.
+        records.delete(&id).await.unwrap();
+        assert!(!sessions.has_session(&id).await.unwrap());
+        assert_eq!(sessions.len(), 0, "and its service closed");
+    }
+
+    #[tokio::test]
+    async fn restored_sessions_count_against_the_cap() {
+        let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 1);
+        let working = open(&sessions).await;
+        let _stream = busy(&sessions, &working);
+        let refused = sessions.restore_session("from-elsewhere".into()).await;
+        assert!(matches!(refused, Err(SessionsError::Full { max: 1 })));
+        assert_eq!(sessions.len(), 1);
+    }
 }
