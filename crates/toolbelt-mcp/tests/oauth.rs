@@ -29,6 +29,29 @@ fn config_for(url: &str, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig
         })
 }
 
+/// A login (as `toolbelt mcp login` runs it) that follows the authorization in a browser,
+/// for the server of `world`, keeping tokens in `tokens`.
+async fn login_in_browser(
+    world: &OAuthWorld,
+    tokens: &Path,
+) -> Result<toolbelt_mcp::auth::LoginOutcome, toolbelt_mcp::McpError> {
+    login(
+        "protected",
+        &config(world, tokens, AuthorizeMode::Never),
+        AuthorizeMode::Follow,
+    )
+    .await
+}
+
+/// `config` with the client the authorization server knows in advance (id and secret).
+fn preregistered(mut config: ConnectionConfig) -> ConnectionConfig {
+    if let Some(oauth) = config.oauth.as_mut() {
+        oauth.client_id = Some(PRE_CLIENT_ID.into());
+        oauth.client_secret = Some(PRE_CLIENT_SECRET.into());
+    }
+    config
+}
+
 /// Calls `tool` with `{"text": text}` on a new connection; the text it answered.
 async fn call(config: ConnectionConfig, tool: &str, text: &str) -> Result<String, String> {
     let set = McpToolSet::builder("protected", config).build().unwrap();
@@ -122,13 +145,7 @@ async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_
     let world = OAuthWorld::start(Twist::None).await;
     let temp = tempfile::tempdir().unwrap();
     let tokens = temp.path().join("state/oauth");
-    let outcome = login(
-        "protected",
-        &config(&world, &tokens, AuthorizeMode::Never),
-        AuthorizeMode::Follow,
-    )
-    .await
-    .unwrap();
+    let outcome = login_in_browser(&world, &tokens).await.unwrap();
     assert_eq!(
         token_files(&tokens),
         std::slice::from_ref(&outcome.token_file)
@@ -188,13 +205,7 @@ async fn tokens_are_kept_in_a_private_file_and_used_by_the_next_process_without_
 async fn an_expired_access_token_is_refreshed_and_the_call_goes_through() {
     let world = OAuthWorld::start(Twist::None).await;
     let tokens = tempfile::tempdir().unwrap();
-    login(
-        "protected",
-        &config(&world, tokens.path(), AuthorizeMode::Never),
-        AuthorizeMode::Follow,
-    )
-    .await
-    .unwrap();
+    login_in_browser(&world, tokens.path()).await.unwrap();
     world.expire_access_tokens();
 
     let answer = call(
@@ -262,11 +273,7 @@ async fn without_a_way_to_authorize_a_401_fails_and_says_so() {
 async fn a_preregistered_confidential_client_skips_registration() {
     let world = OAuthWorld::start(Twist::None).await;
     let tokens = tempfile::tempdir().unwrap();
-    let mut config = config(&world, tokens.path(), AuthorizeMode::Follow);
-    if let Some(oauth) = config.oauth.as_mut() {
-        oauth.client_id = Some(PRE_CLIENT_ID.into());
-        oauth.client_secret = Some(PRE_CLIENT_SECRET.into());
-    }
+    let config = preregistered(config(&world, tokens.path(), AuthorizeMode::Follow));
     assert_eq!(call(config.clone(), "echo", "pre").await.unwrap(), "pre");
     let log = world.log();
     assert_eq!(log.count("register"), 0, "{:?}", log.events);
@@ -280,11 +287,11 @@ async fn a_preregistered_confidential_client_skips_registration() {
 async fn a_machine_client_uses_the_client_credentials_grant_without_a_user() {
     let world = OAuthWorld::start(Twist::None).await;
     let tokens = tempfile::tempdir().unwrap();
-    let mut config = config(&world, tokens.path(), AuthorizeMode::ClientCredentials);
-    if let Some(oauth) = config.oauth.as_mut() {
-        oauth.client_id = Some(PRE_CLIENT_ID.into());
-        oauth.client_secret = Some(PRE_CLIENT_SECRET.into());
-    }
+    let config = preregistered(config(
+        &world,
+        tokens.path(),
+        AuthorizeMode::ClientCredentials,
+    ));
     assert_eq!(call(config, "echo", "m2m").await.unwrap(), "m2m");
     let log = world.log();
     assert_eq!(log.count("token:client_credentials"), 1, "{:?}", log.events);
@@ -326,13 +333,7 @@ async fn a_client_metadata_document_is_the_client_id_where_the_server_accepts_on
 async fn a_redirect_with_a_forged_state_is_refused_and_no_token_is_stored() {
     let world = OAuthWorld::start(Twist::WrongState).await;
     let tokens = tempfile::tempdir().unwrap();
-    let err = login(
-        "protected",
-        &config(&world, tokens.path(), AuthorizeMode::Never),
-        AuthorizeMode::Follow,
-    )
-    .await
-    .unwrap_err();
+    let err = login_in_browser(&world, tokens.path()).await.unwrap_err();
     assert!(err.to_string().contains("state"), "{err}");
     let log = world.log();
     assert_eq!(
@@ -350,13 +351,7 @@ async fn a_redirect_with_a_forged_state_is_refused_and_no_token_is_stored() {
 async fn metadata_naming_another_issuer_is_refused_before_any_token_request() {
     let world = OAuthWorld::start(Twist::WrongIssuer).await;
     let tokens = tempfile::tempdir().unwrap();
-    let err = login(
-        "protected",
-        &config(&world, tokens.path(), AuthorizeMode::Never),
-        AuthorizeMode::Follow,
-    )
-    .await
-    .unwrap_err();
+    let err = login_in_browser(&world, tokens.path()).await.unwrap_err();
     assert!(err.to_string().contains("issuer"), "{err}");
     let log = world.log();
     assert_eq!(log.count("register"), 0, "{:?}", log.events);
