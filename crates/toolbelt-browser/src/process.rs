@@ -152,6 +152,10 @@ impl Drop for ChromiumProcess {
         }
         // SIGKILL cannot be caught, so this wait is short; it reaps the main process.
         let _ = self.child.wait();
+        // The other members were killed too, but one with many threads and much memory
+        // takes a moment to exit on a loaded machine: wait for them, so that a closed
+        // browser has no process left running, not merely one on its way out.
+        wait_until_group_exits(pgid, GROUP_EXIT_LIMIT);
         // Only now that nothing writes to it is the profile removed.
         if let Some(dir) = self.user_data.take()
             && let Err(e) = dir.close()
@@ -159,6 +163,43 @@ impl Drop for ChromiumProcess {
             tracing::warn!(target: "toolbelt_browser", "could not remove the browser profile: {e}");
         }
     }
+}
+
+/// How long dropping a browser waits for its killed processes to finish exiting.
+const GROUP_EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits, at most `limit`, until no process of group `pgid` is running. Zombies count as
+/// gone: they run nothing, and Chromium's children are reaped by whoever inherits them.
+fn wait_until_group_exits(pgid: libc::pid_t, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while group_has_running_member(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether a process of group `pgid` is running (in any state but zombie), by `/proc`.
+fn group_has_running_member(pgid: libc::pid_t) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let pgid = pgid.to_string();
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // After the command name (which may hold spaces and parentheses): state ppid pgrp.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1);
+        state != Some("Z") && group == Some(pgid.as_str())
+    })
 }
 
 /// Chromium's command line: headless, no sandbox (the network is the boundary we enforce;
