@@ -68,12 +68,22 @@ const MAX_PUT_BYTES: usize = 5 << 30;
 /// assert_eq!(slice.text.len(), 100);
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct S3ArtifactStore {
     store: std::sync::Arc<AmazonS3>,
     prefix: Path,
     location: String,
     timeout: Duration,
+}
+
+// Only the location and the timeout: the client's settings hold the credentials.
+impl std::fmt::Debug for S3ArtifactStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3ArtifactStore")
+            .field("location", &self.location)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl S3ArtifactStore {
@@ -213,13 +223,24 @@ impl ArtifactStore for S3ArtifactStore {
 }
 
 /// Settings of an [`S3ArtifactStore`] beyond its location; see [`S3ArtifactStore::builder`].
-#[derive(Debug)]
 pub struct S3ArtifactStoreBuilder {
     s3: AmazonS3Builder,
     bucket: String,
     prefix: Path,
     allow_http: bool,
     timeout: Duration,
+}
+
+// object_store's builder prints the secret key in its `Debug`: never shown.
+impl std::fmt::Debug for S3ArtifactStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3ArtifactStoreBuilder")
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix.as_ref())
+            .field("allow_http", &self.allow_http)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl S3ArtifactStoreBuilder {
@@ -442,5 +463,20 @@ mod tests {
         build("http://10.0.0.5:9000", true).unwrap();
         build("https://10.0.0.5:9000", false).unwrap();
         assert!(build("ftp://127.0.0.1", true).is_err());
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_secret_key() {
+        let builder = S3ArtifactStore::builder("s3://bucket/p")
+            .unwrap()
+            .endpoint("http://127.0.0.1:5000")
+            .credentials("AKIDEXAMPLE", "wJalrXUtnFEMI-very-secret");
+        assert!(!format!("{builder:?}").contains("very-secret"));
+        let store = builder.build().unwrap();
+        let shown = format!("{store:?}");
+        assert!(
+            !shown.contains("very-secret") && shown.contains("s3://bucket/p"),
+            "{shown}"
+        );
     }
 }
