@@ -84,15 +84,14 @@ impl Progress {
 
     /// Shows `label in N s`, counting down to `until`, over what the line shows; when
     /// `until` has passed, the line shows that again (its clock still running). Only over
-    /// something: a hidden line stays hidden (text may be streaming where it would be).
+    /// something: on a hidden line (text may be streaming where it would be) it waits for
+    /// the next status, and shows then if `until` has not passed.
     pub fn countdown(&self, label: impl Into<String>, until: Instant) {
         if !self.enabled {
             return;
         }
-        let mut line = self.lock();
-        if line.status.is_some() {
-            line.overlay = Some((label.into(), until));
-        }
+        self.lock().overlay = Some((label.into(), until));
+        self.start_ticking();
     }
 
     fn set(&self, status: Status) {
@@ -418,10 +417,20 @@ mod tests {
     }
 
     #[test]
-    fn a_countdown_does_not_show_on_a_hidden_line() {
-        let progress = Progress::new(true);
-        progress.countdown("model: HTTP 429, retry 1/3", Instant::now() + TICK);
-        let line = progress.lock();
-        assert!(line.overlay.is_none() && !line.showing() && !line.ticking);
+    fn a_countdown_on_a_hidden_line_waits_for_the_next_status() {
+        let t0 = Instant::now();
+        let mut line = Line {
+            overlay: Some(("retry 1/3".into(), t0 + Duration::from_secs(2))),
+            ..Line::default()
+        };
+        let mut out = Vec::new();
+        assert!(!line.draw(t0, &mut out));
+        assert!(out.is_empty(), "nothing drawn over streaming text");
+        line.status = Some(Status::Spin {
+            label: "waiting".into(),
+            since: t0,
+        });
+        assert!(line.draw(t0 + TICK, &mut out));
+        assert!(written(&mut out).ends_with("retry 1/3 in 2 s"));
     }
 }

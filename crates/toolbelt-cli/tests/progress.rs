@@ -50,11 +50,8 @@ async fn a_terminal_shows_the_model_retries_then_the_whole_answer() {
     );
     assert_eq!(server.requests().len(), 3);
 
-    // While the model is waited for, and during each retry's wait, the line says so.
-    assert!(
-        shown.contains("waiting for the model…"),
-        "no wait shown in:\n{shown:?}"
-    );
+    // During each retry's wait, the line says why and counts down. (The plain "waiting for
+    // the model…" between them may last less than a redraw: not asserted.)
     for retry in [
         "model: HTTP 429, retry 1/3 in ",
         "model: HTTP 429, retry 2/3 in ",
