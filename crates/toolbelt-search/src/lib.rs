@@ -51,5 +51,5 @@ pub use bm25::Tuning;
 pub use catalog::parse_catalog;
 pub use doc::{Hit, ToolDoc};
 pub use error::SearchError;
-pub use fuse::{DEFAULT_RRF_K, reciprocal_rank_fusion};
+pub use fuse::{DEFAULT_RRF_K, reciprocal_rank_fusion, weighted_rank_fusion};
 pub use index::{Method, SyncStats, ToolIndex};
