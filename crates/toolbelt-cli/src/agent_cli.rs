@@ -31,6 +31,7 @@ pub use approval::{Approval, ApprovalPolicy, SharedStdin, shared_stdin};
 pub use render::{Format, Renderer, RunSummary, Spinner};
 
 use crate::common::{CliError, ToolSourceArgs, Toolbox};
+use crate::progress::Progress;
 
 /// The exit code after SIGINT (Ctrl-C): 128 + the signal's number, as shells report it.
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -436,6 +437,7 @@ impl AgentSession {
         args: &AgentArgs,
         model: OpenAiModel,
         approval: Option<Approval>,
+        progress: &Progress,
     ) -> Result<Self, CliError> {
         // The agents file first: a mistake in it is reported before anything is opened.
         let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
@@ -480,7 +482,11 @@ impl AgentSession {
             }
         };
         let runner = Runner::new(APP, agent).with_session_service(sessions);
-        let runner = match args.search.apply(runner, search_model, &toolbox).await {
+        let runner = match args
+            .search
+            .apply(runner, search_model, &toolbox, progress)
+            .await
+        {
             Ok(runner) => runner,
             Err(err) => {
                 toolbox.close().await;

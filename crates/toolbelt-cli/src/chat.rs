@@ -29,7 +29,7 @@ pub async fn run(args: ChatArgs) -> Outcome {
     let spinner = Spinner::new(Format::Human);
     let model = model.with_retry_observer(spinner.retry_observer());
     let approval = approval_from(&args.agent, &stdin, &spinner);
-    let session = AgentSession::open(&args.agent, model, approval).await?;
+    let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!(

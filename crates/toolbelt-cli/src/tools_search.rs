@@ -90,7 +90,7 @@ pub async fn run(args: SearchArgs) -> Outcome {
     };
 
     // A cold embedding of hundreds of tools takes a while: a terminal shows how far it got.
-    let progress = Progress::on_stderr(false);
+    let progress = Progress::on_stderr(args.json);
     let mut index = ToolIndex::new();
     if let Some(embeddings) = embeddings {
         let line = progress.clone();

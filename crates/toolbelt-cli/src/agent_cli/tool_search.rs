@@ -71,11 +71,13 @@ impl ToolSearchArgs {
     /// `runner` with the tool search plugin the flags ask for (unchanged without them).
     /// `model` answers the `llm` method's question. Call [`ToolSearchArgs::check`] first.
     /// Fails when the embedder cannot be loaded.
+    /// `progress` is the run's status line, which shows a cold index build.
     pub async fn apply(
         &self,
         runner: Runner,
         model: DynModel,
         toolbox: &Toolbox,
+        progress: &Progress,
     ) -> Result<Runner, CliError> {
         if self.tool_search.is_none() && !self.defer_tools {
             return Ok(runner);
@@ -90,7 +92,7 @@ impl ToolSearchArgs {
             Some(SearchMethod::Bm25) => builder.index(Method::Bm25),
             Some(method @ (SearchMethod::Embed | SearchMethod::Hybrid)) => {
                 let flag = format!("--tool-search {}", name(method));
-                let embeddings = prepared(self.embedder.index(&flag)?, toolbox).await;
+                let embeddings = prepared(self.embedder.index(&flag)?, toolbox, progress).await;
                 let method = match method {
                     SearchMethod::Embed => Method::Embed,
                     _ => Method::Hybrid,
@@ -122,8 +124,11 @@ fn name(method: SearchMethod) -> String {
 /// `embedding tools N/M` while the embedder works (nothing when every vector is cached). A
 /// failure is a warning: the search then fails open, offering every tool, until the embedder
 /// answers.
-async fn prepared(embeddings: EmbeddingIndex, toolbox: &Toolbox) -> EmbeddingIndex {
-    let progress = Progress::on_stderr(false);
+async fn prepared(
+    embeddings: EmbeddingIndex,
+    toolbox: &Toolbox,
+    progress: &Progress,
+) -> EmbeddingIndex {
     let line = progress.clone();
     let mut embeddings = embeddings.on_progress(move |p| {
         line.count("embedding tools", p.embedded as u64, p.total as u64);
