@@ -343,8 +343,17 @@ async fn local_embedder_hybrid_offers_the_right_tool_and_reuses_the_cache() {
             .arg(cache.path().join("embeddings.sqlite"))
             .arg("--dir")
             .arg(dir.path())
-            .env("TOOLBELT_LOG", "toolbelt_agent=debug");
+            .env("TOOLBELT_LOG", "toolbelt::tool_search=debug");
         command
+    };
+    // The index is built before the run: the first process embeds every tool, the second
+    // finds every vector in the cache file.
+    let ready = |stderr: &str| -> String {
+        stderr
+            .lines()
+            .find(|line| line.contains("tool embeddings ready"))
+            .unwrap_or_else(|| panic!("no index build logged:\n{stderr}"))
+            .to_string()
     };
     let out = output(run(), "").await;
     let stderr = text(&out.stderr);
@@ -352,12 +361,20 @@ async fn local_embedder_hybrid_offers_the_right_tool_and_reuses_the_cache() {
     let offered = server.requests()[0].tool_names();
     assert_eq!(offered.len(), 3, "{offered:?}");
     assert!(offered.contains(&"Edit".to_string()), "{offered:?}");
-    assert!(stderr.contains("reused=0"), "{stderr}");
+    let first = ready(&stderr);
+    assert!(
+        first.contains("reused=0") && !first.contains("embedded=0"),
+        "{first}"
+    );
 
     let out = output(run(), "").await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("embedded=0"), "{stderr}");
+    let second = ready(&stderr);
+    assert!(
+        second.contains("embedded=0") && !second.contains("reused=0"),
+        "{second}"
+    );
     assert_eq!(server.requests()[1].tool_names(), offered);
 }
 

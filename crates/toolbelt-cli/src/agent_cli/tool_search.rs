@@ -141,8 +141,14 @@ async fn prepared(
         .collect();
     let synced = embeddings.sync(&docs).await;
     progress.hide();
-    if let Err(err) = synced {
-        eprintln!("toolbelt: warning: the tools could not be embedded: {err}");
+    match synced {
+        Ok(stats) => tracing::debug!(
+            target: "toolbelt::tool_search",
+            embedded = stats.embedded,
+            reused = stats.reused,
+            "tool embeddings ready before the run"
+        ),
+        Err(err) => eprintln!("toolbelt: warning: the tools could not be embedded: {err}"),
     }
     embeddings
 }
