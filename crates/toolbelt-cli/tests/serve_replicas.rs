@@ -38,8 +38,12 @@ impl Proxy {
             hits: upstreams.iter().map(|_| AtomicUsize::new(0)).collect(),
             upstreams,
             next: AtomicUsize::new(0),
+            // A new connection per request: a kept-alive connection to a replica killed in
+            // the meantime fails as a reset, which cannot be told from a request the replica
+            // received; a new one fails to connect, which can, and is skipped.
             client: reqwest::Client::builder()
                 .no_proxy()
+                .pool_max_idle_per_host(0)
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap(),

@@ -20,14 +20,18 @@
 //! With a [`SharedSessionStore`] (replicas behind a load balancer, see `shared.rs`), every
 //! request naming a session also renews its record in the store, and a session whose record
 //! is gone (deleted through another replica, expired) is closed here too and gets 404.
-//! Sessions restored from the store count against the cap like new ones.
+//! Sessions restored from the store count against the cap like new ones. A session being
+//! restored exists here before its replayed handshake has run: a request arriving for it
+//! meanwhile (a client's `GET` stream beside its first `POST` on this replica) waits for the
+//! handshake instead of reaching a service that is not initialized yet (which failed with
+//! HTTP 500 under load).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::RestoreOutcome;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
@@ -88,6 +92,9 @@ struct Table {
     sessions: HashMap<SessionId, Activity>,
     /// Sessions being created: counted against the cap before they exist.
     pending: usize,
+    /// Sessions restored from the shared store whose replayed handshake has not finished:
+    /// the sender turns `true` (or is dropped) when it has.
+    restoring: HashMap<SessionId, tokio::sync::watch::Sender<bool>>,
 }
 
 impl Table {
@@ -109,6 +116,9 @@ impl Table {
 }
 
 type SharedTable = Arc<Mutex<Table>>;
+
+/// How long a request waits for the replayed handshake of the session it names.
+const RESTORE_WAIT: Duration = Duration::from_secs(30);
 
 fn lock(table: &SharedTable) -> MutexGuard<'_, Table> {
     table.lock().unwrap_or_else(|e| e.into_inner())
@@ -229,6 +239,18 @@ impl BoundedSessions {
         lock(&self.table).touch(id);
     }
 
+    /// Waits, at most [`RESTORE_WAIT`], while session `id` is being restored (see the module
+    /// docs); returns at once for any other session.
+    async fn until_restored(&self, id: &SessionId) {
+        let Some(mut done) = lock(&self.table).restoring.get(id).map(|tx| tx.subscribe()) else {
+            return;
+        };
+        let waited = tokio::time::timeout(RESTORE_WAIT, done.wait_for(|done| *done)).await;
+        if waited.is_err() {
+            tracing::warn!(session = %id, "a restored session's handshake is still not through after {RESTORE_WAIT:?}");
+        }
+    }
+
     /// `stream`, counted as open on session `id` until it ends or is dropped; every message
     /// it carries is activity.
     fn tracked<S>(
@@ -303,7 +325,10 @@ impl SessionManager for BoundedSessions {
         let restored = restored?;
         if matches!(restored, RestoreOutcome::Restored(_)) {
             tracing::debug!(session = %id, "running a session another replica opened");
-            table.sessions.insert(id, Activity::fresh());
+            table.sessions.insert(id.clone(), Activity::fresh());
+            table
+                .restoring
+                .insert(id, tokio::sync::watch::channel(false).0);
         }
         Ok(restored)
     }
@@ -328,6 +353,7 @@ impl SessionManager for BoundedSessions {
             // rmcp restores it from the store next, if the store has it.
             return Ok(false);
         }
+        self.until_restored(id).await;
         let alive = shared
             .touch(id, self.idle_timeout)
             .await
@@ -340,7 +366,11 @@ impl SessionManager for BoundedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        lock(&self.table).sessions.remove(id);
+        {
+            let mut table = lock(&self.table);
+            table.sessions.remove(id);
+            table.restoring.remove(id);
+        }
         Ok(self.inner.close_session(id).await?)
     }
 
@@ -359,7 +389,17 @@ impl SessionManager for BoundedSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
         self.touch(id);
-        Ok(self.inner.accept_message(id, message).await?)
+        let initialized = matches!(
+            &message,
+            ClientJsonRpcMessage::Notification(n)
+                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        );
+        self.inner.accept_message(id, message).await?;
+        if initialized && let Some(done) = lock(&self.table).restoring.remove(id) {
+            // The replayed handshake is through: requests held by `until_restored` go on.
+            done.send_replace(true);
+        }
+        Ok(())
     }
 
     async fn create_standalone_stream(
