@@ -33,10 +33,11 @@ use toolbelt_core::ToolOutput;
 /// user-space walk deciding what the kernel refuses) and `user_space::NAME` on the user-space
 /// walk alone, the resolver of kernels without `openat2`.
 macro_rules! on_both_resolvers {
-    ($($name:ident),* $(,)?) => {
+    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
         mod kernel {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                $(#[$attr])*
                 async fn $name() {
                     super::$name(super::Resolver::Kernel).await
                 }
@@ -45,6 +46,7 @@ macro_rules! on_both_resolvers {
         mod user_space {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                $(#[$attr])*
                 async fn $name() {
                     super::$name(super::Resolver::UserSpace).await
                 }
@@ -64,6 +66,11 @@ on_both_resolvers!(
     write_and_edit_refuse_a_read_only_file_and_leave_no_temp_file,
     huge_patterns_get_a_short_clear_error_on_both_backends,
     fifos_and_devices_are_never_read_and_never_block,
+    // `tests_as_root`: set by build.rs when root builds the tests.
+    #[cfg_attr(
+        not(tests_as_root),
+        ignore = "needs root (CAP_MKNOD) to make a device node: run the tests as root"
+    )]
     a_device_inside_the_base_is_refused_by_read_and_skipped_by_the_walks,
     a_symlink_chain_longer_than_forty_is_refused_like_the_kernel_does,
     proc_magic_links_never_lead_outside,

@@ -32,6 +32,11 @@ async fn outside_a_repository_a_rules_file_linking_out_of_its_folder_is_not_read
 }
 
 #[tokio::test]
+// `tests_as_root`: set by build.rs when root builds the tests.
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root (CAP_CHOWN) to give a file to another user: run the tests as root"
+)]
 async fn a_rules_file_another_user_planted_above_the_project_is_not_read() {
     // /tmp-like: a sticky folder everyone may write, a rules file in it owned by someone
     // else (uid 65534), and a project below it. Needs root to give the file away.
