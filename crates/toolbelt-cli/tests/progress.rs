@@ -23,6 +23,17 @@ fn progress_bytes(shown: &str) -> Vec<&'static str> {
     found
 }
 
+/// What a terminal showed of `command`, run on one to its successful end.
+async fn shown_on_a_terminal(command: std::process::Command) -> String {
+    let (status, shown) = output_to_terminal(command).await;
+    let shown = text(&shown);
+    assert!(
+        status.success(),
+        "{status}; the terminal showed:\n{shown:?}"
+    );
+    shown
+}
+
 /// A model server that answers 429 with `Retry-After: secs` twice, then `ANSWER`.
 async fn rate_limited_twice(secs: &str) -> ScriptedServer {
     ScriptedServer::start([
@@ -42,12 +53,7 @@ async fn a_terminal_shows_the_model_retries_then_the_whole_answer() {
     command
         .args(["run", "What do my notes say?", "--dir"])
         .arg(dir.path());
-    let (status, shown) = output_to_terminal(command).await;
-    let shown = text(&shown);
-    assert!(
-        status.success(),
-        "{status}; the terminal showed:\n{shown:?}"
-    );
+    let shown = shown_on_a_terminal(command).await;
     assert_eq!(server.requests().len(), 3);
 
     // During each retry's wait, the line says why and counts down. (The plain "waiting for
@@ -96,12 +102,7 @@ async fn json_output_on_a_terminal_carries_no_progress() {
     command
         .args(["run", "What do my notes say?", "--json", "--dir"])
         .arg(dir.path());
-    let (status, shown) = output_to_terminal(command).await;
-    let shown = text(&shown);
-    assert!(
-        status.success(),
-        "{status}; the terminal showed:\n{shown:?}"
-    );
+    let shown = shown_on_a_terminal(command).await;
     assert_eq!(progress_bytes(&shown), Vec::<&str>::new(), "{shown:?}");
     // Every line is one JSON event (stdout) or a message of toolbelt's own (stderr), the
     // answer among the events.
@@ -127,12 +128,7 @@ async fn a_tool_that_runs_long_shows_it_still_runs_with_its_elapsed_seconds() {
     command
         .args(["run", "Wait a little.", "--yes", "--dir"])
         .arg(dir.path());
-    let (status, shown) = output_to_terminal(command).await;
-    let shown = text(&shown);
-    assert!(
-        status.success(),
-        "{status}; the terminal showed:\n{shown:?}"
-    );
+    let shown = shown_on_a_terminal(command).await;
     // While it runs, the line names the call and counts its seconds; when it ends, its
     // result line replaces the status line.
     assert!(
