@@ -152,6 +152,22 @@ pub trait SessionService: Send + Sync {
     async fn delete_session(&self, key: &SessionKey) -> Result<bool, AgentError>;
 }
 
+/// State changes split into the values to set and the names to remove (a `null` value
+/// removes its key), as the server-side stores apply them.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn split_changes(changes: Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+    let mut set = Map::new();
+    let mut removed = Vec::new();
+    for (name, value) in changes {
+        if value.is_null() {
+            removed.push(name);
+        } else {
+            set.insert(name, value);
+        }
+    }
+    (set, removed)
+}
+
 /// The error of an [`SessionService::update_state_if`] based on a stale version.
 pub(crate) fn conflict(key: &SessionKey, expected: u64, found: u64) -> AgentError {
     AgentError::Session(format!(

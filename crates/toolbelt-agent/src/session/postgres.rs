@@ -133,18 +133,10 @@ fn quoted_schema(name: &str) -> Result<String, AgentError> {
     }
 }
 
-/// State changes split the way the SQL merge takes them: the values to set (a JSON object)
-/// and the names to remove (`null` values).
+/// State changes as the SQL merge takes them: the values to set as one JSON object, and the
+/// names to remove.
 fn split_changes(changes: Map<String, Value>) -> Result<(String, Vec<String>), AgentError> {
-    let mut set = Map::new();
-    let mut removed = Vec::new();
-    for (name, value) in changes {
-        if value.is_null() {
-            removed.push(name);
-        } else {
-            set.insert(name, value);
-        }
-    }
+    let (set, removed) = super::split_changes(changes);
     let set = serde_json::to_string(&set).map_err(pg_error)?;
     Ok((set, removed))
 }

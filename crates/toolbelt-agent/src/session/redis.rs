@@ -257,15 +257,11 @@ impl RedisSessionService {
         expected: Option<u64>,
         changes: Map<String, Value>,
     ) -> Result<u64, AgentError> {
-        let mut set = Vec::new();
-        let mut removed = Vec::new();
-        for (name, value) in changes {
-            if value.is_null() {
-                removed.push(name);
-            } else {
-                set.push((name, serde_json::to_string(&value).map_err(redis_error)?));
-            }
-        }
+        let (values, removed) = super::split_changes(changes);
+        let set = values
+            .into_iter()
+            .map(|(name, value)| Ok((name, serde_json::to_string(&value).map_err(redis_error)?)))
+            .collect::<Result<Vec<_>, AgentError>>()?;
         let mut invocation = self.invocation(&self.scripts.update_state, key);
         invocation
             .arg(expected.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX)))
