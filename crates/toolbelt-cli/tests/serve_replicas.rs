@@ -6,38 +6,58 @@
 //!   and loses no edit; a replica killed halfway leaves the session working on the other.
 //! - Clients racing an Edit of one file, each after its own Read: exactly one wins per round.
 //! - A session deleted through one replica is unknown (404) to the other.
+//! - Notifications reach the client's `GET` stream on another replica than the one that has
+//!   them: `tools/list_changed` after a `--defer-tools` search (and every replica lists the
+//!   tools the search loaded), `resources/updated` for a subscription; an unsubscribe through
+//!   another replica ends the subscription where it is held.
 
 use crate::serve_support;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 use serve_support::{HttpServe, client_script, run_client, signal};
 
+/// Which upstream a request goes to, given its HTTP method and JSON-RPC method (if any);
+/// `None` for the next one in turn.
+type Route = fn(&Method, Option<&str>) -> Option<usize>;
+
 /// A round-robin HTTP proxy: each request goes to the next upstream; one that refuses the
-/// connection (a dead replica) is skipped, as a load balancer's health check would.
+/// connection (a dead replica) is skipped, as a load balancer's health check would. A
+/// [`Route`] can pin requests to an upstream instead (as sticky load balancers do for some).
 struct Proxy {
     upstreams: Vec<String>,
     next: AtomicUsize,
+    route: Option<Route>,
     /// Requests each upstream answered.
     hits: Vec<AtomicUsize>,
+    /// Which upstream answered what: `GET`, `DELETE` or the JSON-RPC method (a tool call's
+    /// with the tool's name: `tools/call tool_search`).
+    log: Mutex<Vec<(usize, String)>>,
     client: reqwest::Client,
 }
 
 impl Proxy {
     /// Starts the proxy on 127.0.0.1 in front of `upstreams` (`host:port`).
     async fn start(upstreams: Vec<String>) -> (Arc<Self>, SocketAddr) {
+        Self::start_routed(upstreams, None).await
+    }
+
+    /// As [`Proxy::start`], sending requests where `route` says.
+    async fn start_routed(upstreams: Vec<String>, route: Option<Route>) -> (Arc<Self>, SocketAddr) {
         let proxy = Arc::new(Self {
             hits: upstreams.iter().map(|_| AtomicUsize::new(0)).collect(),
             upstreams,
             next: AtomicUsize::new(0),
+            route,
+            log: Mutex::default(),
             // A new connection per request: a kept-alive connection to a replica killed in
             // the meantime fails as a reset, which cannot be told from a request the replica
             // received; a new one fails to connect, which can, and is skipped.
@@ -60,6 +80,31 @@ impl Proxy {
     fn hits(&self) -> Vec<usize> {
         self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect()
     }
+
+    /// The upstreams that answered `what` (see [`Proxy::log`]), in order.
+    fn answered(&self, what: &str) -> Vec<usize> {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|(_, w)| w == what)
+            .map(|(i, _)| *i)
+            .collect()
+    }
+}
+
+/// `GET`, `DELETE` or the JSON-RPC method of a `POST` (with the tool's name for a call).
+fn describe(method: &Method, body: &[u8]) -> (String, Option<String>) {
+    if method != Method::POST {
+        return (method.to_string(), None);
+    }
+    let message: Value = serde_json::from_slice(body).unwrap_or_default();
+    let Some(rpc) = message["method"].as_str() else {
+        return ("response".into(), None);
+    };
+    let described = match message["params"]["name"].as_str() {
+        Some(tool) if rpc == "tools/call" => format!("{rpc} {tool}"),
+        _ => rpc.to_string(),
+    };
+    (described, Some(rpc.to_string()))
 }
 
 async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
@@ -68,8 +113,13 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
         .await
         .unwrap_or_default();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let (what, rpc) = describe(&parts.method, &body);
+    let pinned = proxy
+        .route
+        .and_then(|route| route(&parts.method, rpc.as_deref()));
     for _ in 0..proxy.upstreams.len() {
-        let i = proxy.next.fetch_add(1, Ordering::SeqCst) % proxy.upstreams.len();
+        let i = pinned
+            .unwrap_or_else(|| proxy.next.fetch_add(1, Ordering::SeqCst) % proxy.upstreams.len());
         let mut upstream = proxy.client.request(
             parts.method.clone(),
             format!("http://{}{path}", proxy.upstreams[i]),
@@ -82,6 +132,7 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
         match upstream.body(body.clone()).send().await {
             Ok(answer) => {
                 proxy.hits[i].fetch_add(1, Ordering::SeqCst);
+                proxy.log.lock().unwrap().push((i, what));
                 let mut response = Response::builder().status(answer.status());
                 for (name, value) in answer.headers() {
                     if !matches!(
@@ -121,11 +172,12 @@ struct Replicas {
 
 impl Replicas {
     fn start(count: usize) -> Self {
-        Self::start_with(count, true)
+        Self::start_with(count, true, &[])
     }
 
-    /// `count` replicas; without `shared`, plain `serve --http` processes (no Redis).
-    fn start_with(count: usize, shared: bool) -> Self {
+    /// `count` replicas, each given `extra` flags too; without `shared`, plain
+    /// `serve --http` processes (no Redis).
+    fn start_with(count: usize, shared: bool, extra: &[String]) -> Self {
         let redis =
             toolbelt_testkit::service_url("TOOLBELT_TEST_REDIS_URL", "redis://127.0.0.1:6379");
         toolbelt_testkit::require_python_mcp_sdk();
@@ -149,6 +201,7 @@ impl Replicas {
             }
             args.extend(["--lock-dir".to_string(), locks]);
         }
+        args.extend(extra.iter().cloned());
         let servers = (0..count).map(|_| HttpServe::start(&args)).collect();
         Self {
             dir,
@@ -281,6 +334,95 @@ async fn clients_racing_an_edit_through_two_replicas_have_exactly_one_winner_per
     let text = std::fs::read_to_string(replicas.dir.path().join("race.txt")).unwrap();
     assert!(text.starts_with(&format!("count: {ROUNDS} by ")), "{text}");
     assert!(proxy.hits().iter().all(|&h| h > 0), "{:?}", proxy.hits());
+}
+
+/// The client's `GET` stream and its unsubscribes go to replica 0; `tools/list` and
+/// `resources/read` to each in turn; everything else (the session's start, searches,
+/// subscriptions, calls) to replica 1.
+fn get_stream_apart(method: &Method, rpc: Option<&str>) -> Option<usize> {
+    match (method, rpc) {
+        (&Method::GET, _) | (_, Some("resources/unsubscribe")) => Some(0),
+        (_, Some("tools/list" | "resources/read")) => None,
+        _ => Some(1),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_reach_the_client_stream_held_by_another_replica() {
+    // Each replica aggregates its own copy of the Python fixture server, deferring its tools.
+    let config = tempfile::tempdir().unwrap();
+    let py = serve_support::workspace().join("crates/toolbelt-mcp/tests/fixtures/py_server.py");
+    let servers = serde_json::json!({"mcpServers": {"py": {
+        "command": toolbelt_testkit::python(), "args": [py.display().to_string(), "stdio"]}}});
+    let config_file = config.path().join("mcp.json");
+    std::fs::write(&config_file, servers.to_string()).unwrap();
+    let extra = [
+        "--mcp-config".to_string(),
+        config_file.display().to_string(),
+        "--defer-tools".to_string(),
+    ];
+    let replicas = Replicas::start_with(2, true, &extra);
+    let (proxy, addr) = Proxy::start_routed(replicas.authorities(), Some(get_stream_apart)).await;
+    let url = format!("http://{addr}/mcp");
+    let token = replicas.token.clone();
+    let report =
+        tokio::task::spawn_blocking(move || run_client(python(&["notifications", &url], &token)))
+            .await
+            .unwrap();
+
+    // Where things ran: the stream on 0, the search and the subscription on 1.
+    assert_eq!(
+        proxy.answered("GET"),
+        vec![0],
+        "{:?}",
+        proxy.log.lock().unwrap()
+    );
+    assert_eq!(proxy.answered("tools/call tool_search"), vec![1]);
+    assert_eq!(proxy.answered("resources/subscribe"), vec![1]);
+    let lists = proxy.answered("tools/list");
+    assert!(
+        lists.contains(&0) && lists.contains(&1),
+        "both replicas listed tools: {lists:?}"
+    );
+
+    // The search's list change reached the stream on the other replica, once.
+    assert_eq!(report["search"]["ok"], true, "{report}");
+    assert!(
+        report["search"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("- add:"),
+        "{report}"
+    );
+    assert_eq!(report["list_changed"], 1, "{report}");
+    // Both replicas list the loaded tool: the search's finds are the session's, not a process's.
+    let before: Vec<&str> = strings(&report["before"]);
+    assert!(!before.contains(&"add"), "deferred at first: {before:?}");
+    for after in report["after"].as_array().unwrap() {
+        let after = strings(after);
+        assert!(after.contains(&"add"), "{after:?}");
+        assert_eq!(after.len(), before.len() + 1, "{after:?} after {before:?}");
+    }
+
+    // The update of a subscription held by replica 1 reached the stream on replica 0.
+    assert_eq!(report["touched"]["text"], "updated", "{report}");
+    assert_eq!(report["updated"], serde_json::json!(["memo://greeting"]));
+    // The unsubscribe went to replica 0, which passed it on: replica 1's upstream stopped
+    // watching the resource.
+    assert_eq!(proxy.answered("resources/unsubscribe"), vec![0]);
+    assert_eq!(
+        report["after_unsubscribe"]["text"], "not subscribed",
+        "{report}"
+    );
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
 }
 
 /// Opens a session on one replica with raw HTTP; returns its `Mcp-Session-Id`.
@@ -436,7 +578,7 @@ async fn throughput() {
         ("1 replica, shared state", 1, true),
         ("2 replicas, shared state", 2, true),
     ] {
-        let replicas = Replicas::start_with(count, shared);
+        let replicas = Replicas::start_with(count, shared, &[]);
         let rate = calls_per_second(&replicas).await;
         rows.push(format!("| {label} | {BENCH_CLIENTS} | {rate:.0} |"));
     }

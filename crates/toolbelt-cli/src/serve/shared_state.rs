@@ -5,7 +5,12 @@
 //! - `{prefix}:session:{id}`: an MCP session's record (the client's `initialize`
 //!   parameters), expiring after the idle timeout, renewed by every request on any replica;
 //! - `{prefix}:reads:{id}`: a hash of the files the session fully read (path → size and
-//!   BLAKE3 of the content), with the same time to live, renewed with the session.
+//!   BLAKE3 of the content), with the same time to live, renewed with the session;
+//! - `{prefix}:tools:{id}`: the set of deferred tools the session loaded with `tool_search`,
+//!   with the same time to live;
+//! - the pub/sub channel `{prefix}:bus`: messages between the replicas about a session (a
+//!   notification for the replica holding the client's `GET` stream), each a JSON pair
+//!   `[session id, message]`.
 //!
 //! Built with the `redis` feature only; without it `--shared-state` is refused with a clear
 //! error.
@@ -13,6 +18,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use toolbelt::builtin::fs::SharedReads;
 use toolbelt::mcp::server::{SharedSessionStore, SharedStoreError};
@@ -23,6 +30,8 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
 /// Sessions and reads in Redis.
 #[derive(Clone)]
 pub(crate) struct RedisState {
+    /// For the pub/sub connection, which cannot share the manager's.
+    client: redis::Client,
     redis: ConnectionManager,
     prefix: String,
     /// The reads' time to live (the session idle timeout).
@@ -40,12 +49,13 @@ impl RedisState {
             .set_number_of_retries(2);
         let redis = tokio::time::timeout(
             REDIS_TIMEOUT * 2,
-            ConnectionManager::new_with_config(client, config),
+            ConnectionManager::new_with_config(client.clone(), config),
         )
         .await
         .map_err(|_| format!("{url}: no answer within {}s", (REDIS_TIMEOUT * 2).as_secs()))?
         .map_err(|e| format!("{url}: {e}"))?;
         Ok(Self {
+            client,
             redis,
             prefix: prefix.to_string(),
             ttl,
@@ -58,6 +68,14 @@ impl RedisState {
 
     fn reads_key(&self, session: &str) -> String {
         format!("{}:reads:{session}", self.prefix)
+    }
+
+    fn tools_key(&self, session: &str) -> String {
+        format!("{}:tools:{session}", self.prefix)
+    }
+
+    fn bus_channel(&self) -> String {
+        format!("{}:bus", self.prefix)
     }
 }
 
@@ -90,13 +108,17 @@ impl SharedSessionStore for RedisState {
 
     async fn touch(&self, id: &str, ttl: Duration) -> Result<bool, SharedStoreError> {
         let mut redis = self.redis.clone();
-        // One round trip: the session's expiry (1 when it still exists) and its reads'.
-        let (alive, _reads): (bool, bool) = redis::pipe()
+        // One round trip: the session's expiry (1 when it still exists), its reads' and its
+        // loaded tools'.
+        let (alive, _reads, _tools): (bool, bool, bool) = redis::pipe()
             .cmd("EXPIRE")
             .arg(self.session_key(id))
             .arg(seconds(ttl))
             .cmd("EXPIRE")
             .arg(self.reads_key(id))
+            .arg(seconds(ttl))
+            .cmd("EXPIRE")
+            .arg(self.tools_key(id))
             .arg(seconds(ttl))
             .query_async(&mut redis)
             .await?;
@@ -108,9 +130,64 @@ impl SharedSessionStore for RedisState {
         let _: u64 = redis::cmd("DEL")
             .arg(self.session_key(id))
             .arg(self.reads_key(id))
+            .arg(self.tools_key(id))
             .query_async(&mut redis)
             .await?;
         Ok(())
+    }
+
+    async fn add_loaded_tools(&self, id: &str, tools: &[String]) -> Result<(), SharedStoreError> {
+        if tools.is_empty() {
+            return Ok(());
+        }
+        let mut redis = self.redis.clone();
+        let key = self.tools_key(id);
+        let () = redis::pipe()
+            .atomic()
+            .cmd("SADD")
+            .arg(&key)
+            .arg(tools)
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(&key)
+            .arg(seconds(self.ttl))
+            .ignore()
+            .query_async(&mut redis)
+            .await?;
+        Ok(())
+    }
+
+    async fn loaded_tools(&self, id: &str) -> Result<Vec<String>, SharedStoreError> {
+        let mut redis = self.redis.clone();
+        Ok(redis::cmd("SMEMBERS")
+            .arg(self.tools_key(id))
+            .query_async(&mut redis)
+            .await?)
+    }
+
+    async fn publish(&self, id: &str, message: &str) -> Result<(), SharedStoreError> {
+        let mut redis = self.redis.clone();
+        let payload = serde_json::to_string(&(id, message))?;
+        let _receivers: u64 = redis::cmd("PUBLISH")
+            .arg(self.bus_channel())
+            .arg(payload)
+            .query_async(&mut redis)
+            .await?;
+        Ok(())
+    }
+
+    async fn subscribe(&self) -> Result<BoxStream<'static, (String, String)>, SharedStoreError> {
+        let mut pubsub = tokio::time::timeout(REDIS_TIMEOUT, self.client.get_async_pubsub())
+            .await
+            .map_err(|_| format!("no answer within {}s", REDIS_TIMEOUT.as_secs()))??;
+        pubsub.subscribe(self.bus_channel()).await?;
+        Ok(pubsub
+            .into_on_message()
+            .filter_map(|message| async move {
+                let payload: String = message.get_payload().ok()?;
+                serde_json::from_str::<(String, String)>(&payload).ok()
+            })
+            .boxed())
     }
 }
 

@@ -7,6 +7,11 @@ Usage:
     py_replicas.py race URL CLIENTS ROUNDS
                                         CLIENTS sessions; each round all Read race.txt, then
                                         all Edit the line they read at once
+    py_replicas.py notifications URL    one session against `serve --defer-tools` aggregating
+                                        the fixture server: tool_search, then the tool lists,
+                                        then a subscription to memo://greeting, `touch`, an
+                                        unsubscribe and `touch` again; counts what arrived on
+                                        the GET stream
 
 Set TOOLBELT_TEST_TOKEN to send `Authorization: Bearer <token>`. Each prints one JSON object
 on its last line of stdout; the Rust test (serve_replicas.rs) asserts on it.
@@ -16,6 +21,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from mcp import ClientSession, types
@@ -26,13 +32,13 @@ URL = sys.argv[2]
 
 
 @asynccontextmanager
-async def connect():
+async def connect(message_handler=None):
     headers = {}
     token = os.environ.get("TOOLBELT_TEST_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     async with streamablehttp_client(URL, headers=headers) as (read, write, session_id):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=message_handler) as session:
             await session.initialize()
             yield session, session_id
 
@@ -97,9 +103,66 @@ async def race(clients: int, rounds: int):
     print(json.dumps({"rounds": outcomes}))
 
 
+async def notifications():
+    changed = asyncio.Event()
+    updated = asyncio.Event()
+    report = {"list_changed": 0, "updated": []}
+
+    async def on_message(message):
+        if not isinstance(message, types.ServerNotification):
+            return
+        if isinstance(message.root, types.ToolListChangedNotification):
+            report["list_changed"] += 1
+            changed.set()
+        elif isinstance(message.root, types.ResourceUpdatedNotification):
+            report["updated"].append(str(message.root.params.uri))
+            updated.set()
+
+    async def tool_names(session):
+        return sorted(t.name for t in (await session.list_tools()).tools)
+
+    async with connect(message_handler=on_message) as (session, _):
+        # Reads go to the replicas in turn: two in a row connected means both are up.
+        deadline = time.monotonic() + 60
+        connected_in_a_row = 0
+        while connected_in_a_row < 2:
+            read = await session.read_resource("toolbelt://status")
+            servers = json.loads(read.contents[0].text)["servers"]
+            up = all(s["state"] == "connected" for s in servers)
+            connected_in_a_row = connected_in_a_row + 1 if up else 0
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the aggregated server never came up: {servers}")
+            if not up:
+                await asyncio.sleep(0.1)
+        report["before"] = await tool_names(session)
+        # Changes announced while the aggregated servers came up (each replica checks its
+        # tools every 0.5 s) do not count.
+        await asyncio.sleep(1.5)
+        report["list_changed"] = 0
+        changed.clear()
+        report["search"] = await call(session, "tool_search", {"query": "adds two integers", "limit": 1})
+        await asyncio.wait_for(changed.wait(), timeout=30)
+        report["after"] = [await tool_names(session) for _ in range(2)]
+
+        await session.subscribe_resource("memo://greeting")
+        report["touched"] = await call(session, "touch", {"uri": "memo://greeting"})
+        await asyncio.wait_for(updated.wait(), timeout=30)
+        await session.unsubscribe_resource("memo://greeting")
+        # The replica holding the subscription ends it when the message reaches it.
+        deadline = time.monotonic() + 30
+        while True:
+            report["after_unsubscribe"] = await call(session, "touch", {"uri": "memo://greeting"})
+            if report["after_unsubscribe"]["text"] == "not subscribed" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    print(json.dumps(report))
+
+
 if SCENARIO == "sequence":
     asyncio.run(sequence(int(sys.argv[3])))
 elif SCENARIO == "race":
     asyncio.run(race(int(sys.argv[3]), int(sys.argv[4])))
+elif SCENARIO == "notifications":
+    asyncio.run(notifications())
 else:
     sys.exit(f"unknown scenario {SCENARIO}")

@@ -103,13 +103,13 @@ pub(crate) fn split(
 }
 
 /// Runs a client's `tool_search(query, limit?)` over the hidden tools: loads the matches into
-/// the session and says which; returns whether anything was loaded.
+/// the session and says which; returns the names loaded (none when nothing changed).
 pub(crate) async fn search(
     deferral: &Deferral,
     loaded: &Loaded,
     hidden: &[Declaration],
     arguments: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> (ToolOutput, bool) {
+) -> (ToolOutput, Vec<String>) {
     let query = arguments
         .and_then(|a| a.get("query"))
         .and_then(|q| q.as_str())
@@ -120,7 +120,7 @@ pub(crate) async fn search(
             ToolOutput::error(
                 "tool_search needs a `query`: the capability you need, in a few words",
             ),
-            false,
+            Vec::new(),
         );
     }
     let limit = arguments
@@ -132,7 +132,7 @@ pub(crate) async fn search(
             ToolOutput::text(
                 "Every available tool is already listed; there is nothing more to search.",
             ),
-            false,
+            Vec::new(),
         );
     }
     let found = match deferral.ranker.rank(query, hidden, limit).await {
@@ -140,7 +140,7 @@ pub(crate) async fn search(
         Err(error) => {
             return (
                 ToolOutput::error(format!("the tool search failed: {error}")),
-                false,
+                Vec::new(),
             );
         }
     };
@@ -154,13 +154,14 @@ pub(crate) async fn search(
             ToolOutput::text(format!(
                 "No tool matches {query:?}. Try other words for the capability you need."
             )),
-            false,
+            Vec::new(),
         );
     }
+    let names: Vec<String> = found.iter().map(|d| d.name.to_string()).collect();
     loaded
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .extend(found.iter().map(|d| d.name.to_string()));
+        .extend(names.iter().cloned());
     let mut text = format!(
         "Added {} tool{} to your tool list:\n",
         found.len(),
@@ -170,5 +171,5 @@ pub(crate) async fn search(
         let line = declaration.description.lines().next().unwrap_or("").trim();
         text.push_str(&format!("- {}: {line}\n", declaration.name));
     }
-    (ToolOutput::text(text.trim_end().to_string()), true)
+    (ToolOutput::text(text.trim_end().to_string()), names)
 }

@@ -13,9 +13,9 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
     ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod,
-    SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
-    UnsubscribeRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification,
+    SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams,
+    ToolListChangedNotification, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use serde_json::Value;
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use toolbelt_core::{ProgressUpdate, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{Executor, ToolCall, ToolSnapshot};
 
+use super::bus::SessionBus;
 use super::convert::{call_result, error_result, mcp_tool};
 use super::deferred::{self, Deferral, Loaded, ToolRanker};
 use super::relay::{Peers, Relay};
@@ -54,6 +55,8 @@ pub struct ToolServer {
     loaded: Loaded,
     /// Adds what a call needs to know of its HTTP session to its context.
     session_context: Option<SessionContext>,
+    /// Replicas sharing sessions: loaded tools and notifications go through the store.
+    bus: Option<Arc<SessionBus>>,
 }
 
 /// Adds to a call's context what it needs to know of its HTTP session (given the session id).
@@ -82,6 +85,7 @@ impl ToolServer {
             deferral: None,
             loaded: Loaded::default(),
             session_context: None,
+            bus: None,
         }
     }
 
@@ -107,6 +111,17 @@ impl ToolServer {
         ranker: Arc<dyn ToolRanker>,
     ) -> Self {
         self.deferral = Some(Deferral::new(deferred, ranker));
+        self
+    }
+
+    /// Shares sessions with the other replicas through `bus` (set by the HTTP server given a
+    /// shared store): the deferred tools a session loaded are listed by every replica, and a
+    /// session's notifications reach its `GET` stream wherever it is open.
+    pub(crate) fn with_bus(mut self, bus: Arc<SessionBus>) -> Self {
+        if let Some(relay) = &self.relay {
+            relay.use_bus(bus.clone());
+        }
+        self.bus = Some(bus);
         self
     }
 
@@ -203,13 +218,56 @@ impl ToolServer {
     ) -> CallToolResponse {
         let ctx = request_context(context);
         let visible = self.visible_tools(&ctx).await;
+        self.load_shared(context).await;
         let (_, hidden) = deferred::split(deferral, &self.loaded, &ctx, &visible);
-        let (output, changed) =
+        let (output, found) =
             deferred::search(deferral, &self.loaded, &hidden, request.arguments.as_ref()).await;
-        if changed && let Err(err) = context.peer.notify_tool_list_changed().await {
-            tracing::debug!("could not send tools/list_changed: {err}");
+        if !found.is_empty() {
+            self.announce_loaded(context, &found).await;
         }
         call_result(&output, false).into()
+    }
+
+    /// With replicas: adds the deferred tools this session loaded through the others.
+    async fn load_shared(&self, context: &RequestContext<RoleServer>) {
+        let (Some(bus), Some(session)) = (&self.bus, http_session_id(context)) else {
+            return;
+        };
+        match bus.store().loaded_tools(session).await {
+            Ok(names) => self
+                .loaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(names),
+            Err(err) => tracing::warn!(
+                session,
+                "cannot read the tools this session loaded on other replicas: {err}"
+            ),
+        }
+    }
+
+    /// Tells the client its tool list changed after a search loaded `found`. With replicas,
+    /// the loaded tools are kept in the store and the notification goes to the replica
+    /// holding the client's `GET` stream.
+    async fn announce_loaded(&self, context: &RequestContext<RoleServer>, found: &[String]) {
+        if let (Some(bus), Some(session)) = (&self.bus, http_session_id(context)) {
+            if let Err(err) = bus.store().add_loaded_tools(session, found).await {
+                tracing::warn!(session, "cannot share the tools this session loaded: {err}");
+            }
+            let changed = ServerNotification::ToolListChangedNotification(
+                ToolListChangedNotification::default(),
+            );
+            match bus.notify(session, changed).await {
+                Ok(()) => return,
+                Err(err) => tracing::warn!(
+                    session,
+                    "cannot publish tools/list_changed; sending it from here: {err}"
+                ),
+            }
+        }
+        if let Err(err) = context.peer.notify_tool_list_changed().await {
+            tracing::debug!("could not send tools/list_changed: {err}");
+        }
     }
 
     /// Watches the registry and sends `notifications/tools/list_changed` to every client when
@@ -568,6 +626,7 @@ impl ServerHandler for ToolServer {
         let declarations = match &self.deferral {
             Some(deferral) => {
                 let visible = self.visible_tools(&ctx).await;
+                self.load_shared(&context).await;
                 deferred::split(deferral, &self.loaded, &ctx, &visible).0
             }
             None => self.visible_declarations(&ctx).await,
@@ -634,8 +693,9 @@ impl ServerHandler for ToolServer {
     ) -> Result<(), RpcError> {
         let relay = self.relay::<SubscribeRequestMethod>()?;
         let ctx = request_context(&context);
+        let session = http_session_id(&context);
         relay
-            .subscribe(&ctx, context.peer.clone(), &request.uri)
+            .subscribe(&ctx, context.peer.clone(), session, &request.uri)
             .await
     }
 
@@ -647,7 +707,10 @@ impl ServerHandler for ToolServer {
     ) -> Result<(), RpcError> {
         let relay = self.relay::<UnsubscribeRequestMethod>()?;
         let ctx = request_context(&context);
-        relay.unsubscribe(&ctx, &context.peer, &request.uri).await
+        let session = http_session_id(&context);
+        relay
+            .unsubscribe(&ctx, &context.peer, session, &request.uri)
+            .await
     }
 
     async fn list_prompts(

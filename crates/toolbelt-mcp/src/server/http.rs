@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolServer;
+use super::bus::SessionBus;
 use super::malformed::{self, MAX_BODY_BYTES, SERVER_BUSY, json_rpc_error};
 use super::sessions::{BoundedSessions, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT};
 use super::shared::{RecordStore, SharedSessionStore};
@@ -80,6 +81,8 @@ pub struct HttpServer {
     listener: TcpListener,
     router: Router,
     sessions: Arc<BoundedSessions>,
+    /// Messages between the replicas, when sessions are shared.
+    bus: Option<Arc<SessionBus>>,
     stop: CancellationToken,
 }
 
@@ -128,6 +131,8 @@ impl HttpServer {
             .with_max_request_body_bytes(MAX_BODY_BYTES)
             .with_cancellation_token(stop.child_token());
         let mut sessions = BoundedSessions::new(options.session_idle_timeout, options.max_sessions);
+        let mut server = server;
+        let mut bus = None;
         if let Some(store) = options.shared_sessions {
             // rmcp saves a record after each handshake, restores unknown sessions from the
             // store and deletes the record on DELETE; ours renews it on every request.
@@ -135,7 +140,10 @@ impl HttpServer {
                 store: store.clone(),
                 ttl: options.session_idle_timeout,
             }));
-            sessions = sessions.with_shared(store);
+            let shared = SessionBus::new(store.clone());
+            sessions = sessions.with_shared(store, shared.clone());
+            server = server.with_bus(shared.clone());
+            bus = Some(shared);
         }
         let sessions = Arc::new(sessions);
         let service =
@@ -159,6 +167,7 @@ impl HttpServer {
             listener,
             router,
             sessions,
+            bus,
             stop,
         })
     }
@@ -178,6 +187,10 @@ impl HttpServer {
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let stop = self.stop.clone();
         let expiry = tokio::spawn(self.sessions.clone().expire_until(stop.clone()));
+        let listening = self
+            .bus
+            .clone()
+            .map(|bus| tokio::spawn(bus.listen(stop.clone())));
         let graceful = async move {
             shutdown.cancelled().await;
             // Ends open SSE streams so the graceful shutdown does not wait on them forever.
@@ -195,6 +208,9 @@ impl HttpServer {
             .await;
         self.stop.cancel();
         let _ = expiry.await;
+        if let Some(listening) = listening {
+            let _ = listening.await;
+        }
         served
     }
 }

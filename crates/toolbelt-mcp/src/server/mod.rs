@@ -84,6 +84,7 @@
 //! # Ok(()) }
 //! ```
 
+mod bus;
 mod convert;
 mod deferred;
 mod handler;

@@ -34,13 +34,15 @@ use rmcp::ErrorData as RpcError;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptResult, LoggingLevel,
     LoggingMessageNotificationParam, Prompt, ReadResourceResult, Reference, Resource,
-    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities,
+    ResourceContents, ResourceTemplate, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerNotification,
 };
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use toolbelt_core::{JsonObject, ToolContext};
 
+use super::bus::SessionBus;
 use super::requests::ClientRequests;
 use super::upstream::{Upstream, Upstreams};
 use crate::McpError;
@@ -72,6 +74,8 @@ pub(crate) struct Relay {
     sessions_seen: Mutex<HashMap<String, u64>>,
     /// Sends the servers' notifications, in order, to the forwarding task.
     events: OnceLock<mpsc::UnboundedSender<Event>>,
+    /// Replicas sharing sessions: a subscriber's updates go to whichever holds its stream.
+    bus: OnceLock<Arc<SessionBus>>,
     self_ref: Weak<Relay>,
 }
 
@@ -84,6 +88,8 @@ struct Owner {
 
 struct Subscription {
     peer: Peer<RoleServer>,
+    /// The client's HTTP session, when it has one.
+    session: Option<String>,
     client_uri: String,
     server: String,
     uri: String,
@@ -112,6 +118,7 @@ impl Relay {
             templates: Mutex::default(),
             sessions_seen: Mutex::default(),
             events: OnceLock::new(),
+            bus: OnceLock::new(),
             self_ref: self_ref.clone(),
         });
         let listener: Arc<dyn UpstreamListener> = Arc::new(Listener(Arc::downgrade(&relay)));
@@ -125,6 +132,12 @@ impl Relay {
 
     pub(crate) fn upstreams(&self) -> &Upstreams {
         &self.upstreams
+    }
+
+    /// Sends subscribers' updates through `bus` (the server is one of several replicas).
+    pub(crate) fn use_bus(self: &Arc<Self>, bus: Arc<SessionBus>) {
+        bus.serve_relay(self);
+        let _ = self.bus.set(bus);
     }
 
     /// What the server offers on top of tools when it aggregates servers.
@@ -346,10 +359,12 @@ impl Relay {
         Ok(result)
     }
 
+    /// Subscribes `peer` (of HTTP session `session`, if any) to `uri` upstream.
     pub(crate) async fn subscribe(
         &self,
         ctx: &ToolContext,
         peer: Peer<RoleServer>,
+        session: Option<&str>,
         uri: &str,
     ) -> Result<(), RpcError> {
         if uri == STATUS_URI {
@@ -363,6 +378,7 @@ impl Relay {
             .map_err(relayed_error)?;
         lock(&self.subscriptions).push(Subscription {
             peer,
+            session: session.map(str::to_string),
             client_uri: uri.to_string(),
             server: upstream.name.clone(),
             uri: original,
@@ -370,21 +386,62 @@ impl Relay {
         Ok(())
     }
 
+    /// Ends the subscription of `peer` (of HTTP session `session`, if any) to `uri`. With
+    /// replicas, a subscription another replica holds is ended there (through the bus).
     pub(crate) async fn unsubscribe(
         &self,
         ctx: &ToolContext,
         peer: &Peer<RoleServer>,
+        session: Option<&str>,
         uri: &str,
     ) -> Result<(), RpcError> {
+        let ended = self
+            .end_subscription(ctx, uri, |s| {
+                same_peer(&s.peer, peer) || (session.is_some() && s.session.as_deref() == session)
+            })
+            .await?;
+        if let (false, Some(bus), Some(session)) = (ended, self.bus.get(), session)
+            && let Err(err) = bus.unsubscribe(session, uri).await
+        {
+            tracing::warn!(
+                session,
+                uri,
+                "could not pass an unsubscribe to the other replicas: {err}"
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends session `session`'s subscription to `uri` held here, if any (an unsubscribe that
+    /// reached another replica).
+    pub(crate) async fn unsubscribe_session(
+        &self,
+        ctx: &ToolContext,
+        session: &str,
+        uri: &str,
+    ) -> Result<(), RpcError> {
+        self.end_subscription(ctx, uri, |s| s.session.as_deref() == Some(session))
+            .await
+            .map(|_| ())
+    }
+
+    /// Removes the subscription to client URI `uri` that `mine` picks, unsubscribing
+    /// upstream when no other client wants the resource; whether there was one.
+    async fn end_subscription(
+        &self,
+        ctx: &ToolContext,
+        uri: &str,
+        mine: impl Fn(&Subscription) -> bool,
+    ) -> Result<bool, RpcError> {
         let (gone, still_wanted) = {
             let mut subscriptions = lock(&self.subscriptions);
             let mut gone = None;
             subscriptions.retain(|s| {
-                let mine = s.client_uri == uri && same_peer(&s.peer, peer);
-                if mine {
+                let ends = s.client_uri == uri && mine(s);
+                if ends {
                     gone = Some((s.server.clone(), s.uri.clone()));
                 }
-                !mine && !s.peer.is_transport_closed()
+                !ends && !s.peer.is_transport_closed()
             });
             let still = gone.as_ref().is_some_and(|(server, original)| {
                 subscriptions
@@ -394,10 +451,10 @@ impl Relay {
             (gone, still)
         };
         let Some((server, original)) = gone else {
-            return Ok(());
+            return Ok(false);
         };
         if still_wanted {
-            return Ok(());
+            return Ok(true);
         }
         if let Some(upstream) = self.upstreams.get(&server).filter(|u| u.is_connected()) {
             upstream
@@ -406,7 +463,7 @@ impl Relay {
                 .await
                 .map_err(relayed_error)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     pub(crate) async fn list_prompts(&self, ctx: &ToolContext) -> Vec<Prompt> {
@@ -615,14 +672,19 @@ impl Relay {
         peers.clone()
     }
 
-    /// The clients subscribed to `uri` of `server`, each with the URI it subscribed to.
-    fn subscribers(&self, server: &str, uri: &str) -> Vec<(Peer<RoleServer>, String)> {
+    /// The clients subscribed to `uri` of `server`, each with its HTTP session (if any) and
+    /// the URI it subscribed to.
+    fn subscribers(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Vec<(Peer<RoleServer>, Option<String>, String)> {
         let mut subscriptions = lock(&self.subscriptions);
         subscriptions.retain(|s| !s.peer.is_transport_closed());
         subscriptions
             .iter()
             .filter(|s| s.server == server && s.uri == uri)
-            .map(|s| (s.peer.clone(), s.client_uri.clone()))
+            .map(|s| (s.peer.clone(), s.session.clone(), s.client_uri.clone()))
             .collect()
     }
 }
@@ -643,9 +705,22 @@ async fn forward(mut events: mpsc::UnboundedReceiver<Event>, relay: Weak<Relay>)
                 }
             }
             Event::Updated { server, update } => {
-                for (peer, client_uri) in relay.subscribers(&server, &update.uri) {
+                for (peer, session, client_uri) in relay.subscribers(&server, &update.uri) {
                     let mut update = update.clone();
                     update.uri = client_uri;
+                    // With replicas, the client's stream may be on another one.
+                    if let (Some(bus), Some(session)) = (relay.bus.get(), session.as_deref()) {
+                        let notification = ServerNotification::ResourceUpdatedNotification(
+                            ResourceUpdatedNotification::new(update.clone()),
+                        );
+                        match bus.notify(session, notification).await {
+                            Ok(()) => continue,
+                            Err(err) => tracing::warn!(
+                                session,
+                                "could not publish a resource update; sending it here: {err}"
+                            ),
+                        }
+                    }
                     if let Err(err) = peer.notify_resource_updated(update).await {
                         tracing::debug!("could not forward a resource update: {err}");
                     }

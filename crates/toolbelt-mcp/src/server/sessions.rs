@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
@@ -41,6 +42,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
+use super::bus::SessionBus;
 use super::shared::{SharedSessionStore, SharedStoreError};
 
 /// The default idle timeout of an HTTP session.
@@ -133,6 +135,8 @@ pub(crate) struct BoundedSessions {
     max: usize,
     /// The records every replica reads, when the server is one of several.
     shared: Option<Arc<dyn SharedSessionStore>>,
+    /// The other replicas' notifications for the `GET` streams held here.
+    bus: Option<Arc<SessionBus>>,
 }
 
 impl BoundedSessions {
@@ -148,13 +152,16 @@ impl BoundedSessions {
             idle_timeout,
             max: max.max(1),
             shared: None,
+            bus: None,
         }
     }
 
     /// Also asks `store` whether a session still exists on every request naming it, and
-    /// renews its record there.
-    pub fn with_shared(mut self, store: Arc<dyn SharedSessionStore>) -> Self {
+    /// renews its record there; the `GET` streams held here also carry what the other
+    /// replicas publish on `bus` for their sessions.
+    pub fn with_shared(mut self, store: Arc<dyn SharedSessionStore>, bus: Arc<SessionBus>) -> Self {
         self.shared = Some(store);
+        self.bus = Some(bus);
         self
     }
 
@@ -266,6 +273,25 @@ impl BoundedSessions {
             guard.touch();
             message
         })
+    }
+}
+
+impl BoundedSessions {
+    /// `stream` with the other replicas' notifications for session `id` merged in, when it
+    /// is the session's `GET` stream (`standalone`) and the server is one of several.
+    fn with_published<S>(
+        &self,
+        id: &SessionId,
+        stream: S,
+        standalone: bool,
+    ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static + use<S>
+    where
+        S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    {
+        match (&self.bus, standalone) {
+            (Some(bus), true) => Either::Left(bus.attach(id, stream)),
+            _ => Either::Right(stream),
+        }
     }
 }
 
@@ -407,7 +433,7 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.create_standalone_stream(id).await?;
-        Ok(self.tracked(id, stream))
+        Ok(self.tracked(id, self.with_published(id, stream, true)))
     }
 
     async fn resume(
@@ -415,8 +441,11 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // rmcp's event ids name the request a stream answers after a `/`; the `GET` stream's
+        // have none.
+        let standalone = !last_event_id.contains('/');
         let stream = self.inner.resume(id, last_event_id).await?;
-        Ok(self.tracked(id, stream))
+        Ok(self.tracked(id, self.with_published(id, stream, standalone)))
     }
 }
 
@@ -497,13 +526,28 @@ mod tests {
             self.0.lock().unwrap().remove(id);
             Ok(())
         }
+        async fn add_loaded_tools(&self, _: &str, _: &[String]) -> Result<(), SharedStoreError> {
+            Ok(())
+        }
+        async fn loaded_tools(&self, _: &str) -> Result<Vec<String>, SharedStoreError> {
+            Ok(Vec::new())
+        }
+        async fn publish(&self, _: &str, _: &str) -> Result<(), SharedStoreError> {
+            Ok(())
+        }
+        async fn subscribe(
+            &self,
+        ) -> Result<futures::stream::BoxStream<'static, (String, String)>, SharedStoreError>
+        {
+            Ok(futures::stream::pending().boxed())
+        }
     }
 
     #[tokio::test]
     async fn a_session_whose_shared_record_is_gone_is_closed_here_too() {
         let records = Arc::new(Records::default());
-        let sessions =
-            BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10).with_shared(records.clone());
+        let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10)
+            .with_shared(records.clone(), SessionBus::new(records.clone()));
         let id = open(&sessions).await;
         records.save(&id, "{}", Duration::ZERO).await.unwrap();
         assert!(sessions.has_session(&id).await.unwrap());

@@ -13,11 +13,16 @@
 //! one). A `DELETE` on one replica deletes the record, and the other replicas close their
 //! copies at the next request naming it (404 too), since every request asks the store
 //! whether the session still exists.
+//!
+//! Besides the record, the store keeps the deferred tools a session has loaded (so every
+//! replica lists them) and carries messages between the replicas (`bus.rs`): a notification
+//! for a session's client reaches it on its `GET` stream, whichever replica holds that.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
@@ -38,8 +43,23 @@ pub trait SharedSessionStore: Send + Sync + 'static {
     /// Renews the life of `id` to `ttl` from now; `false` when there is no record (deleted,
     /// or expired).
     async fn touch(&self, id: &str, ttl: Duration) -> Result<bool, SharedStoreError>;
-    /// Deletes the record of `id` (no error when there is none).
+    /// Deletes the record of `id` and everything kept with it (no error when there is none).
     async fn delete(&self, id: &str) -> Result<(), SharedStoreError>;
+
+    /// Adds `tools` to the deferred tools session `id` has loaded through any replica; they
+    /// expire and are deleted with the session's record.
+    async fn add_loaded_tools(&self, id: &str, tools: &[String]) -> Result<(), SharedStoreError>;
+    /// The deferred tools session `id` has loaded through any replica.
+    async fn loaded_tools(&self, id: &str) -> Result<Vec<String>, SharedStoreError>;
+
+    /// Sends `message` about session `id` to every replica listening with
+    /// [`subscribe`](Self::subscribe), this one included. Delivery is at most once: a
+    /// replica not listening at that moment misses it.
+    async fn publish(&self, id: &str, message: &str) -> Result<(), SharedStoreError>;
+    /// The messages every replica publishes from now on, as `(session id, message)`, in the
+    /// order each was published. The stream ends when the connection to the store is lost;
+    /// the server then subscribes again.
+    async fn subscribe(&self) -> Result<BoxStream<'static, (String, String)>, SharedStoreError>;
 }
 
 impl std::fmt::Debug for dyn SharedSessionStore {

@@ -1,0 +1,216 @@
+//! Messages between the replicas of one server about a session, through the shared store.
+//!
+//! A client listens for notifications on its `GET` stream, which one replica holds, while a
+//! load balancer may send its requests to any other. So a notification a replica has for a
+//! session's client (its tool list changed after a `tool_search`, a resource it subscribed
+//! to was updated) is published for the session instead of being sent on the spot: every
+//! replica receives it, and the one holding the session's `GET` stream sends it there. An
+//! unsubscribe that reaches a replica other than the one holding the subscription is passed
+//! on the same way.
+//!
+//! Delivery is at most once, like an SSE stream's: a message published while a replica is
+//! subscribing again (the store restarted) is lost, and one for a session whose `GET`
+//! stream is open nowhere is dropped. Messages sent this way carry no event id, so a client
+//! resuming its stream with `Last-Event-ID` is not sent them twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use rmcp::model::{ServerJsonRpcMessage, ServerNotification};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use toolbelt_core::ToolContext;
+
+use super::relay::Relay;
+use super::shared::{SharedSessionStore, SharedStoreError};
+
+/// How long a replica waits before subscribing again after losing the store.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_secs(1);
+
+/// What one replica tells the others about a session.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum BusMessage {
+    /// A notification for the session's client, for its `GET` stream.
+    Notify {
+        /// The JSON-RPC notification, as the client will read it.
+        notification: Box<ServerJsonRpcMessage>,
+    },
+    /// The client unsubscribed from `uri` through a replica that does not hold the
+    /// subscription.
+    Unsubscribe {
+        /// The URI as the client subscribed to it.
+        uri: String,
+    },
+}
+
+/// The messages of one server's replicas (see the module docs).
+pub(crate) struct SessionBus {
+    store: Arc<dyn SharedSessionStore>,
+    /// The `GET` streams open on this replica, by session id.
+    streams: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<ServerSseMessage>>>>,
+    /// Where unsubscribes passed on by other replicas go.
+    relay: OnceLock<Weak<Relay>>,
+}
+
+impl std::fmt::Debug for SessionBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionBus").finish_non_exhaustive()
+    }
+}
+
+impl SessionBus {
+    pub(crate) fn new(store: Arc<dyn SharedSessionStore>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            streams: Mutex::default(),
+            relay: OnceLock::new(),
+        })
+    }
+
+    /// The store the replicas share.
+    pub(crate) fn store(&self) -> &Arc<dyn SharedSessionStore> {
+        &self.store
+    }
+
+    /// Passes unsubscribes from other replicas to `relay`.
+    pub(crate) fn serve_relay(&self, relay: &Arc<Relay>) {
+        let _ = self.relay.set(Arc::downgrade(relay));
+    }
+
+    /// Sends `notification` to the client of `session` on its `GET` stream, on whichever
+    /// replica holds it.
+    pub(crate) async fn notify(
+        &self,
+        session: &str,
+        notification: ServerNotification,
+    ) -> Result<(), SharedStoreError> {
+        let notification = Box::new(ServerJsonRpcMessage::notification(notification));
+        self.publish(session, &BusMessage::Notify { notification })
+            .await
+    }
+
+    /// Asks the replica holding `session`'s subscription to `uri` to end it.
+    pub(crate) async fn unsubscribe(
+        &self,
+        session: &str,
+        uri: &str,
+    ) -> Result<(), SharedStoreError> {
+        let uri = uri.to_string();
+        self.publish(session, &BusMessage::Unsubscribe { uri })
+            .await
+    }
+
+    async fn publish(&self, session: &str, message: &BusMessage) -> Result<(), SharedStoreError> {
+        let text = serde_json::to_string(message)?;
+        self.store.publish(session, &text).await
+    }
+
+    /// `stream`, a `GET` stream of `session` open on this replica, with the notifications
+    /// other replicas publish for the session sent on it too. It ends when `stream` ends.
+    pub(crate) fn attach<S>(
+        &self,
+        session: &str,
+        stream: S,
+    ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static + use<S>
+    where
+        S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded();
+        {
+            let mut streams = lock(&self.streams);
+            let senders = streams.entry(session.to_string()).or_default();
+            senders.retain(|tx| !tx.is_closed());
+            senders.push(tx);
+        }
+        // `None` marks the end of the session's own stream, which ends the merged one.
+        let own = stream
+            .map(Some)
+            .chain(futures::stream::once(async { None }));
+        let published = rx.map(Some);
+        futures::stream::select(own, published)
+            .take_while(|message| std::future::ready(message.is_some()))
+            .filter_map(std::future::ready)
+    }
+
+    /// Receives what the replicas publish until `stop` is cancelled, subscribing again
+    /// whenever the connection to the store is lost.
+    pub(crate) async fn listen(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            let subscribed = tokio::select! {
+                _ = stop.cancelled() => return,
+                subscribed = self.store.subscribe() => subscribed,
+            };
+            match subscribed {
+                Ok(mut messages) => loop {
+                    let next = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        next = messages.next() => next,
+                    };
+                    match next {
+                        Some((session, text)) => self.receive(&session, &text),
+                        None => {
+                            tracing::warn!("lost the shared store's messages; subscribing again");
+                            break;
+                        }
+                    }
+                },
+                Err(err) => tracing::warn!(
+                    "cannot receive the other replicas' messages from the shared store: {err}"
+                ),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
+            }
+        }
+    }
+
+    /// Handles one published message.
+    fn receive(&self, session: &str, text: &str) {
+        let message = match serde_json::from_str::<BusMessage>(text) {
+            Ok(message) => message,
+            Err(err) => {
+                // Another version's message, or someone else's: not ours to act on.
+                tracing::debug!(
+                    session,
+                    "an unreadable message from the shared store: {err}"
+                );
+                return;
+            }
+        };
+        match message {
+            BusMessage::Notify { notification } => {
+                let mut streams = lock(&self.streams);
+                let Some(senders) = streams.get_mut(session) else {
+                    return; // the session's GET stream is not here
+                };
+                let event = ServerSseMessage::from_message(*notification);
+                senders.retain(|tx| tx.unbounded_send(event.clone()).is_ok());
+                if senders.is_empty() {
+                    streams.remove(session);
+                }
+            }
+            BusMessage::Unsubscribe { uri } => {
+                let Some(relay) = self.relay.get().and_then(Weak::upgrade) else {
+                    return;
+                };
+                let session = session.to_string();
+                tokio::spawn(async move {
+                    let ctx = ToolContext::new();
+                    if let Err(err) = relay.unsubscribe_session(&ctx, &session, &uri).await {
+                        tracing::warn!(session, uri, "ending a subscription failed: {err:?}");
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
