@@ -9,20 +9,26 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
 use super::Embedder;
 use crate::SearchError;
 
+mod encoder;
+mod kernels;
+
+use encoder::{Activation, Encoder, Sequence, Shape};
+
 /// The environment variable [`LocalEmbedder::from_env`] reads the model folder from.
 pub const EMBEDDER_DIR_ENV: &str = "TOOLBELT_EMBEDDER_DIR";
-/// Texts per forward pass. Texts are sorted by length before batching, so a batch pads to
-/// similar lengths; larger batches gained nothing measurable on 2 cores (see BENCHMARKS.md).
-const BATCH: usize = 32;
+/// Most word pieces in one forward pass. Texts are packed without padding, so this only
+/// bounds memory (the feed-forward activations of 4,096 tokens of MiniLM take 25 MB) while
+/// keeping the matrix products large enough to run at full speed on every core.
+const TOKENS_PER_PASS: usize = 4096;
 
 /// How token vectors become one sentence vector (from `1_Pooling/config.json`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,12 +71,11 @@ impl std::fmt::Debug for LocalEmbedder {
 }
 
 struct Model {
-    bert: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
     max_len: usize,
-    pad_id: u32,
     pooling: Pooling,
-    device: Device,
+    hidden: usize,
 }
 
 impl LocalEmbedder {
@@ -108,11 +113,8 @@ fn load(dir: &Path) -> Result<LocalEmbedder, SearchError> {
     let config_json: Value = serde_json::from_slice(&config_bytes)
         .map_err(|e| fail(&config_path, format!("not JSON: {e}")))?;
     check_bert(&config_json).map_err(|what| fail(&config_path, what))?;
-    let config: Config = serde_json::from_value(config_json.clone())
-        .map_err(|e| fail(&config_path, format!("not a BERT config: {e}")))?;
-    let max_positions = config_json["max_position_embeddings"]
-        .as_u64()
-        .map_or(512, |n| n as usize);
+    let shape = bert_shape(&config_json).map_err(|what| fail(&config_path, what))?;
+    let max_positions = shape.positions;
 
     // sentence-transformers' own limit (256 for MiniLM) wins over the position table's size.
     let st_path = file("sentence_bert_config.json");
@@ -154,7 +156,6 @@ fn load(dir: &Path) -> Result<LocalEmbedder, SearchError> {
             ..Default::default()
         }))
         .map_err(|e| fail(&tokenizer_path, format!("cannot truncate: {e}")))?;
-    let pad_id = config_json["pad_token_id"].as_u64().unwrap_or(0) as u32;
 
     let weights_path = file("model.safetensors");
     // Read, not memory-mapped: a file changed under a mapping is undefined behaviour.
@@ -171,15 +172,18 @@ fn load(dir: &Path) -> Result<LocalEmbedder, SearchError> {
         hasher.update(part);
     }
     let digest = hasher.finalize().to_hex();
-    let device = Device::Cpu;
-    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+    let tensors = candle_core::safetensors::load_buffer(&weights, &Device::Cpu)
         .map_err(|e| fail(&weights_path, format!("not safetensors: {e}")))?;
-    let bert = BertModel::load(vb, &config).map_err(|e| {
-        fail(
-            &weights_path,
-            format!("weights do not fit config.json: {e}"),
-        )
-    })?;
+    drop(weights);
+    let hidden = shape.hidden;
+    let encoder =
+        Encoder::load(shape, &mut weights_by_name(&tensors, &config_json)).map_err(|e| {
+            fail(
+                &weights_path,
+                format!("weights do not fit config.json: {e}"),
+            )
+        })?;
+    drop(tensors);
 
     let name = dir
         .file_name()
@@ -187,12 +191,11 @@ fn load(dir: &Path) -> Result<LocalEmbedder, SearchError> {
         .unwrap_or_default();
     Ok(LocalEmbedder {
         model: Arc::new(Model {
-            bert,
+            encoder,
             tokenizer,
             max_len,
-            pad_id,
             pooling,
-            device,
+            hidden,
         }),
         model_id: format!("local:{name}:{}", &digest.as_str()[..16]),
     })
@@ -221,6 +224,84 @@ fn check_bert(config: &Value) -> Result<(), String> {
     }
 }
 
+/// The shape numbers of a BERT `config.json`. Only absolute positions and the erf GELU or
+/// ReLU activations are supported: anything else would give wrong vectors without an error.
+fn bert_shape(config: &Value) -> Result<Shape, String> {
+    let number = |key: &str| -> Result<usize, String> {
+        config[key]
+            .as_u64()
+            .filter(|&n| n > 0 && n <= 1 << 20)
+            .map(|n| n as usize)
+            .ok_or_else(|| format!("{key} is missing or not a positive integer"))
+    };
+    if let Some(kind) = config["position_embedding_type"].as_str()
+        && kind != "absolute"
+    {
+        return Err(format!(
+            "position_embedding_type {kind:?} is not supported (absolute only)"
+        ));
+    }
+    let activation = match config["hidden_act"].as_str() {
+        Some("gelu") => Activation::Gelu,
+        Some("relu") => Activation::Relu,
+        other => {
+            return Err(format!(
+                "hidden_act {other:?} is not supported (gelu or relu)"
+            ));
+        }
+    };
+    Ok(Shape {
+        vocab: number("vocab_size")?,
+        hidden: number("hidden_size")?,
+        layers: number("num_hidden_layers")?,
+        heads: number("num_attention_heads")?,
+        intermediate: number("intermediate_size")?,
+        positions: config["max_position_embeddings"]
+            .as_u64()
+            .map_or(Ok(512), |_| number("max_position_embeddings"))?,
+        token_types: config["type_vocab_size"]
+            .as_u64()
+            .map_or(Ok(2), |_| number("type_vocab_size"))?,
+        eps: config["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32,
+        activation,
+    })
+}
+
+/// Looks tensors up by their `BertModel` names, under the prefix the file uses (none,
+/// `bert.` as in `BertForMaskedLM` checkpoints, or the model type), checks their shape and
+/// returns their values as `f32`.
+fn weights_by_name<'a>(
+    tensors: &'a HashMap<String, Tensor>,
+    config: &Value,
+) -> impl FnMut(&str, &[usize]) -> Result<Vec<f32>, String> + 'a {
+    let probe = "embeddings.word_embeddings.weight";
+    let mut prefixes = vec![String::new(), "bert.".to_owned()];
+    if let Some(kind) = config["model_type"].as_str() {
+        prefixes.push(format!("{kind}."));
+    }
+    let prefix = prefixes
+        .into_iter()
+        .find(|p| tensors.contains_key(&format!("{p}{probe}")))
+        .unwrap_or_default();
+    move |name, dims| {
+        let full = format!("{prefix}{name}");
+        let tensor = tensors
+            .get(&full)
+            .ok_or_else(|| format!("tensor {full} is missing"))?;
+        if tensor.dims() != dims {
+            return Err(format!(
+                "tensor {full} has shape {:?}, expected {dims:?}",
+                tensor.dims()
+            ));
+        }
+        tensor
+            .to_dtype(DType::F32)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| format!("tensor {full}: {e}"))
+    }
+}
+
 fn pooling_mode(bytes: &[u8]) -> Result<Pooling, String> {
     let config: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let on = |key: &str| config[key].as_bool().unwrap_or(false);
@@ -236,59 +317,72 @@ fn pooling_mode(bytes: &[u8]) -> Result<Pooling, String> {
 }
 
 impl Model {
-    /// Embeds all texts: tokenized, sorted by length, run in batches, put back in order.
+    /// Embeds all texts: tokenized, packed into passes of at most [`TOKENS_PER_PASS`] word
+    /// pieces, pooled and normalised.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| format!("tokenizer: {e}"))?;
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| encodings[i].get_ids().len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for batch in order.chunks(BATCH) {
-            let rows: Vec<&tokenizers::Encoding> = batch.iter().map(|&i| &encodings[i]).collect();
-            let vectors = self.forward(&rows).map_err(|e| format!("model: {e}"))?;
-            for (&i, vector) in batch.iter().zip(vectors) {
-                out[i] = vector;
+        let mut out = Vec::with_capacity(texts.len());
+        let mut start = 0;
+        while start < encodings.len() {
+            let mut end = start;
+            let mut tokens = 0;
+            while end < encodings.len()
+                && (end == start || tokens + encodings[end].len() <= TOKENS_PER_PASS)
+            {
+                tokens += encodings[end].len();
+                end += 1;
             }
+            out.extend(self.pass(&encodings[start..end])?);
+            start = end;
         }
         Ok(out)
     }
 
-    fn forward(&self, rows: &[&tokenizers::Encoding]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let width = rows.iter().map(|e| e.get_ids().len()).max().unwrap_or(0);
-        let n = rows.len();
-        let mut ids = vec![self.pad_id; n * width];
-        let mut types = vec![0u32; n * width];
-        let mut mask = vec![0u32; n * width];
-        for (r, enc) in rows.iter().enumerate() {
-            let len = enc.get_ids().len();
-            let at = r * width;
-            ids[at..at + len].copy_from_slice(enc.get_ids());
-            types[at..at + len].copy_from_slice(enc.get_type_ids());
-            mask[at..at + len].copy_from_slice(enc.get_attention_mask());
-        }
-        let shape = (n, width);
-        let ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let types = Tensor::from_vec(types, shape, &self.device)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask))?; // (n, width, hidden)
-        let pooled = match self.pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, width, 1)
-                let sum = hidden.broadcast_mul(&mask)?.sum(1)?; // (n, hidden)
-                // At least one token ([CLS]) is always present, so the count is never 0.
-                let count = mask.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
-                sum.broadcast_div(&count)?
+    /// One forward pass over `encodings` (unpadded: the tokenizer's padding is off), then
+    /// pooling and L2 normalisation of each text's vector.
+    fn pass(&self, encodings: &[tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, String> {
+        let sequences: Vec<Sequence<'_>> = encodings
+            .iter()
+            .map(|e| Sequence {
+                ids: e.get_ids(),
+                types: e.get_type_ids(),
+            })
+            .collect();
+        let hidden = self
+            .encoder
+            .forward(&sequences)
+            .map_err(|e| format!("model: {e}"))?;
+        let h = self.hidden;
+        let mut rows = hidden.chunks_exact(h);
+        let mut vectors = Vec::with_capacity(encodings.len());
+        for seq in &sequences {
+            let tokens: Vec<&[f32]> = rows.by_ref().take(seq.ids.len()).collect();
+            let mut pooled = vec![0.0f32; h];
+            match self.pooling {
+                Pooling::Cls => {
+                    if let Some(first) = tokens.first() {
+                        pooled.copy_from_slice(first);
+                    }
+                }
+                Pooling::Mean => {
+                    for token in &tokens {
+                        for (p, &v) in pooled.iter_mut().zip(*token) {
+                            *p += v;
+                        }
+                    }
+                    // An empty text still has [CLS] and [SEP]; max(1) keeps this finite.
+                    let count = tokens.len().max(1) as f32;
+                    pooled.iter_mut().for_each(|p| *p /= count);
+                }
             }
-        };
-        let norm = pooled
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12, f64::MAX)?;
-        pooled.broadcast_div(&norm)?.to_vec2::<f32>()
+            let norm = pooled.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            pooled.iter_mut().for_each(|p| *p /= norm);
+            vectors.push(pooled);
+        }
+        Ok(vectors)
     }
 }
 
