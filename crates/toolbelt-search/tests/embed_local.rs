@@ -81,6 +81,34 @@ async fn vectors_match_sentence_transformers() {
 }
 
 #[tokio::test]
+async fn a_text_gets_the_same_vector_whatever_it_is_embedded_with() {
+    // Texts are packed into passes of at most 4,096 word pieces without padding: 160 texts of
+    // 20 to 180 word pieces need several passes, and a text attending to a neighbour's tokens
+    // or pooled over the wrong rows would move far more than rounding does.
+    let texts: Vec<String> = (0..160)
+        .map(|i| {
+            let words = 10 + (i * 37) % 90;
+            (0..words)
+                .map(|w| ["read", "file", "weather", "Paris", "invoice", "sum"][(i + w) % 6])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let embedder = embedder();
+    let together = embedder.embed(&texts).await.unwrap();
+    assert_eq!(together.len(), texts.len());
+    for (i, text) in texts.iter().enumerate().step_by(7) {
+        let alone = embedder.embed(std::slice::from_ref(text)).await.unwrap();
+        let largest = alone[0]
+            .iter()
+            .zip(&together[i])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(largest < 1e-5, "text {i} moved by {largest} in company");
+    }
+}
+
+#[tokio::test]
 async fn a_query_finds_the_right_tool() {
     let mut index = EmbeddingIndex::new(Arc::new(embedder()), Arc::new(MemoryVectorStore::new()));
     index.sync(&catalog()).await.unwrap();
@@ -243,6 +271,27 @@ fn a_config_that_is_not_bert_is_refused() {
     let dir = folder_without("", Some(deeper));
     let message = load_error(dir.path());
     assert!(message.contains("model.safetensors"), "{message}");
+}
+
+#[test]
+fn an_activation_or_position_kind_it_cannot_run_is_refused() {
+    // The encoder implements erf GELU, ReLU and absolute positions; other kinds would load
+    // and give wrong vectors, so they are refused with the key named.
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(model_dir().join("config.json")).unwrap()).unwrap();
+    for (key, value) in [
+        ("hidden_act", "gelu_new"),
+        ("position_embedding_type", "relative_key"),
+    ] {
+        let mut changed = config.clone();
+        changed[key] = value.into();
+        let dir = folder_without("", Some(changed));
+        let message = load_error(dir.path());
+        assert!(
+            message.contains("config.json") && message.contains(key) && message.contains(value),
+            "{message}"
+        );
+    }
 }
 
 #[test]

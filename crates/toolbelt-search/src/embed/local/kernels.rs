@@ -282,6 +282,33 @@ mod tests {
     }
 
     #[test]
+    fn every_instruction_set_computes_the_same() {
+        // The dispatched kernels run the widest instruction set here; the bodies called
+        // directly are the baseline build every other CPU falls back to.
+        let inputs: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) / 61.0).collect();
+        let (mut wide, mut base) = (inputs.clone(), inputs.clone());
+        gelu(&mut wide);
+        gelu_body(&mut base);
+        assert_close(&wide, &base);
+        let (mut wide, mut base) = (inputs.clone(), inputs.clone());
+        softmax_rows(&mut wide, 40);
+        softmax_body(&mut base, 40);
+        assert_close(&wide, &base);
+        let gamma = vec![1.5f32; 40];
+        let beta = vec![0.25f32; 40];
+        let (mut wide, mut base) = (inputs.clone(), inputs);
+        layer_norm(&mut wide, &gamma, &beta, 1e-12);
+        layer_norm_body(&mut base, &gamma, &beta, 1e-12);
+        assert_close(&wide, &base);
+    }
+
+    fn assert_close(a: &[f32], b: &[f32]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-6 * (1.0 + x.abs()), "{x} vs {y}");
+        }
+    }
+
+    #[test]
     fn softmax_and_layer_norm_match_their_definitions() {
         let width = 37; // not a multiple of the lanes
         let mut xs: Vec<f32> = (0..width * 3)
