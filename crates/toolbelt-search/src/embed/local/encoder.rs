@@ -36,8 +36,8 @@ pub(super) enum Activation {
     Relu,
 }
 
-/// `y = x · W + b` with `W` stored transposed, `(inputs, outputs)` row-major: the layout
-/// `gemm` reads fastest for a row-major output.
+/// `y = x · W + b`, with `W` stored `(inputs, outputs)` row-major (PyTorch's files hold its
+/// transpose), so the product walks both operands along rows.
 struct Linear {
     weight: Vec<f32>,
     bias: Vec<f32>,
@@ -230,6 +230,10 @@ impl Encoder {
             context = rest_c;
         }
         work.into_par_iter().for_each(|(len, qkv, context)| {
+            if len == 0 {
+                // A tokenizer without special tokens can give an empty text no word pieces.
+                return;
+            }
             let mut scores = vec![0.0f32; len * len];
             for head in 0..heads {
                 let at = head * d;
