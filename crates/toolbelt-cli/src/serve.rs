@@ -35,14 +35,16 @@
 //! session's reads are kept in Redis so a Read through one replica lets the same session
 //! Edit through another, and a change to a file holds an `flock` in `--lock-dir` (shared by
 //! the replicas) from the freshness check to the write, so no update is lost between them.
-//! What stays per replica: `notifications/tools/list_changed` after a `--defer-tools` search
-//! goes to the client's `GET` stream only when that stream is on the replica that ran the
-//! search, and the tools a search loaded are listed by that replica only (they stay callable
-//! by name everywhere); resource subscriptions live on the replica that took them; an
-//! aggregated server's elicitation or sampling request is answered only if the client's reply
-//! comes back to the replica that asked. Progress travels on the call's own response, and a
-//! list change of the aggregated servers is announced by every replica to the streams it
-//! holds.
+//! What a replica has for a client whose `GET` stream another replica holds goes through
+//! Redis pub/sub: the `notifications/tools/list_changed` after a `--defer-tools` search (the
+//! tools it loaded are kept per session in Redis, so every replica lists them),
+//! `notifications/resources/updated` of a subscription, an unsubscribe reaching a replica
+//! that does not hold the subscription, and the client's answer to an aggregated server's
+//! elicitation, sampling or `roots/list` request reaching a replica that did not ask.
+//! Progress travels on the call's own response, and a list change of the aggregated servers
+//! is announced by every replica to the streams it holds. Limits: those messages are
+//! delivered at most once, and a subscription's upstream side ends with the replica that
+//! took it.
 //! SIGINT or SIGTERM ends the sessions, closes the aggregated servers (reaping their
 //! processes) and exits 0. Logs go to stderr only: in stdio mode stdout carries the protocol.
 

@@ -14,8 +14,9 @@ use std::process::Command;
 use serde_json::{Value, json};
 use serve_support::*;
 
-/// A served directory whose `mcp.json` aggregates the client-features fixture as `cf`.
-fn served() -> (tempfile::TempDir, Vec<String>) {
+/// A directory holding an `mcp.json` that aggregates the client-features fixture as `cf`,
+/// and the `--mcp-config` flag naming it.
+pub(crate) fn client_features_config() -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let fixture = workspace().join("crates/toolbelt-mcp/tests/fixtures/client_features_server.py");
     assert!(
@@ -26,13 +27,22 @@ fn served() -> (tempfile::TempDir, Vec<String>) {
         "command": toolbelt_testkit::python(), "args": [fixture.display().to_string(), "stdio"]
     }}});
     std::fs::write(dir.path().join("mcp.json"), config.to_string()).unwrap();
-    let args = vec![
-        "serve".into(),
-        "--dir".into(),
-        dir.path().display().to_string(),
+    let flags = vec![
         "--mcp-config".into(),
         dir.path().join("mcp.json").display().to_string(),
     ];
+    (dir, flags)
+}
+
+/// A served directory aggregating the client-features fixture, and the `serve` flags.
+fn served() -> (tempfile::TempDir, Vec<String>) {
+    let (dir, flags) = client_features_config();
+    let mut args = vec![
+        "serve".to_string(),
+        "--dir".into(),
+        dir.path().display().to_string(),
+    ];
+    args.extend(flags);
     (dir, args)
 }
 
@@ -56,7 +66,7 @@ fn answer(result: &Value) -> Value {
 }
 
 /// What the `offered` scenario must have seen, over either transport.
-fn assert_relayed_to_the_client(report: &Value) {
+pub(crate) fn assert_relayed_to_the_client(report: &Value) {
     let results = &report["results"];
     let seen = &report["seen"];
 

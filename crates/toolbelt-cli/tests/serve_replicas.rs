@@ -25,9 +25,9 @@ use axum::response::Response;
 use serde_json::Value;
 use serve_support::{HttpServe, client_script, run_client, signal};
 
-/// Which upstream a request goes to, given its HTTP method and JSON-RPC method (if any);
-/// `None` for the next one in turn.
-type Route = fn(&Method, Option<&str>) -> Option<usize>;
+/// Which upstream a request goes to, given what it is (see [`describe`]); `None` for the
+/// next one in turn.
+type Route = fn(&str) -> Option<usize>;
 
 /// A round-robin HTTP proxy: each request goes to the next upstream; one that refuses the
 /// connection (a dead replica) is skipped, as a load balancer's health check would. A
@@ -38,8 +38,7 @@ struct Proxy {
     route: Option<Route>,
     /// Requests each upstream answered.
     hits: Vec<AtomicUsize>,
-    /// Which upstream answered what: `GET`, `DELETE` or the JSON-RPC method (a tool call's
-    /// with the tool's name: `tools/call tool_search`).
+    /// Which upstream answered what (see [`describe`]).
     log: Mutex<Vec<(usize, String)>>,
     client: reqwest::Client,
 }
@@ -91,20 +90,21 @@ impl Proxy {
     }
 }
 
-/// `GET`, `DELETE` or the JSON-RPC method of a `POST` (with the tool's name for a call).
-fn describe(method: &Method, body: &[u8]) -> (String, Option<String>) {
+/// What a request is: `GET`, `DELETE`, the JSON-RPC method of a `POST` (a tool call's with
+/// the tool's name: `tools/call tool_search`), or `response` for the client's answer to a
+/// request of the server.
+fn describe(method: &Method, body: &[u8]) -> String {
     if method != Method::POST {
-        return (method.to_string(), None);
+        return method.to_string();
     }
     let message: Value = serde_json::from_slice(body).unwrap_or_default();
     let Some(rpc) = message["method"].as_str() else {
-        return ("response".into(), None);
+        return "response".into();
     };
-    let described = match message["params"]["name"].as_str() {
+    match message["params"]["name"].as_str() {
         Some(tool) if rpc == "tools/call" => format!("{rpc} {tool}"),
         _ => rpc.to_string(),
-    };
-    (described, Some(rpc.to_string()))
+    }
 }
 
 async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
@@ -113,10 +113,8 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
         .await
         .unwrap_or_default();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let (what, rpc) = describe(&parts.method, &body);
-    let pinned = proxy
-        .route
-        .and_then(|route| route(&parts.method, rpc.as_deref()));
+    let what = describe(&parts.method, &body);
+    let pinned = proxy.route.and_then(|route| route(&what));
     for _ in 0..proxy.upstreams.len() {
         let i = pinned
             .unwrap_or_else(|| proxy.next.fetch_add(1, Ordering::SeqCst) % proxy.upstreams.len());
@@ -339,12 +337,57 @@ async fn clients_racing_an_edit_through_two_replicas_have_exactly_one_winner_per
 /// The client's `GET` stream and its unsubscribes go to replica 0; `tools/list` and
 /// `resources/read` to each in turn; everything else (the session's start, searches,
 /// subscriptions, calls) to replica 1.
-fn get_stream_apart(method: &Method, rpc: Option<&str>) -> Option<usize> {
-    match (method, rpc) {
-        (&Method::GET, _) | (_, Some("resources/unsubscribe")) => Some(0),
-        (_, Some("tools/list" | "resources/read")) => None,
+fn get_stream_apart(what: &str) -> Option<usize> {
+    match what {
+        "GET" | "resources/unsubscribe" => Some(0),
+        "tools/list" | "resources/read" => None,
         _ => Some(1),
     }
+}
+
+/// The client's `GET` stream and its answers to the server's requests go to replica 0;
+/// `resources/read` to each in turn; everything else (its calls) to replica 1.
+fn answers_apart(what: &str) -> Option<usize> {
+    match what {
+        "GET" | "response" => Some(0),
+        "resources/read" => None,
+        _ => Some(1),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_an_aggregated_servers_requests_reach_the_replica_that_asked() {
+    let (_config, extra) = crate::serve_client_requests::client_features_config();
+    let replicas = Replicas::start_with(2, true, &extra);
+    let (proxy, addr) = Proxy::start_routed(replicas.authorities(), Some(answers_apart)).await;
+    let url = format!("http://{addr}/mcp");
+    let token = replicas.token.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        // An answer lost between the replicas leaves the client waiting for its call: the
+        // time limit turns that into a failure (exit 124) instead of a hang.
+        let mut command = std::process::Command::new("timeout");
+        command.arg("120").arg(toolbelt_testkit::python());
+        command
+            .arg(client_script("py_client_features.py"))
+            .args(["offered", "http", &url])
+            .env("TOOLBELT_TEST_TOKEN", token);
+        run_client(command)
+    })
+    .await
+    .unwrap();
+
+    // The calls (and so the requests) were replica 1's; every answer went to replica 0.
+    for tool in ["ask_profile", "ask_url", "summarize", "list_client_roots"] {
+        assert_eq!(
+            proxy.answered(&format!("tools/call {tool}")),
+            vec![1],
+            "{tool}"
+        );
+    }
+    let answers = proxy.answered("response");
+    assert_eq!(answers.len(), 4, "{:?}", proxy.log.lock().unwrap());
+    assert!(answers.iter().all(|&i| i == 0), "{answers:?}");
+    crate::serve_client_requests::assert_relayed_to_the_client(&report);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,14 @@
 //! to was updated) is published for the session instead of being sent on the spot: every
 //! replica receives it, and the one holding the session's `GET` stream sends it there. An
 //! unsubscribe that reaches a replica other than the one holding the subscription is passed
-//! on the same way.
+//! on the same way, and so is the client's answer to a request (an aggregated server's
+//! elicitation, sampling or `roots/list`) that reaches a replica other than the one that
+//! asked.
+//!
+//! Each replica numbers the requests it sends a client on its own, so two replicas asking
+//! one session at the same moment could use the same id; the answer then goes to the
+//! replica that reads it first. Requests to a client are rare and short (a person or the
+//! client's model answering one call), so this is written down, not prevented.
 //!
 //! Delivery is at most once, like an SSE stream's: a message published while a replica is
 //! subscribing again (the store restarted) is lost, and one for a session whose `GET`
@@ -19,13 +26,14 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
-use rmcp::model::{ServerJsonRpcMessage, ServerNotification};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage, ServerNotification};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use toolbelt_core::ToolContext;
 
 use super::relay::Relay;
+use super::sessions::BoundedSessions;
 use super::shared::{SharedSessionStore, SharedStoreError};
 
 /// How long a replica waits before subscribing again after losing the store.
@@ -39,6 +47,12 @@ enum BusMessage {
     Notify {
         /// The JSON-RPC notification, as the client will read it.
         notification: Box<ServerJsonRpcMessage>,
+    },
+    /// The client's answer to a request another replica sent it (elicitation, sampling,
+    /// roots), for the replica that asked.
+    Answer {
+        /// The JSON-RPC response or error, as the client sent it.
+        answer: Box<ClientJsonRpcMessage>,
     },
     /// The client unsubscribed from `uri` through a replica that does not hold the
     /// subscription.
@@ -55,6 +69,8 @@ pub(crate) struct SessionBus {
     streams: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<ServerSseMessage>>>>,
     /// Where unsubscribes passed on by other replicas go.
     relay: OnceLock<Weak<Relay>>,
+    /// Where answers passed on by other replicas go.
+    sessions: OnceLock<Weak<BoundedSessions>>,
 }
 
 impl std::fmt::Debug for SessionBus {
@@ -69,6 +85,7 @@ impl SessionBus {
             store,
             streams: Mutex::default(),
             relay: OnceLock::new(),
+            sessions: OnceLock::new(),
         })
     }
 
@@ -80,6 +97,22 @@ impl SessionBus {
     /// Passes unsubscribes from other replicas to `relay`.
     pub(crate) fn serve_relay(&self, relay: &Arc<Relay>) {
         let _ = self.relay.set(Arc::downgrade(relay));
+    }
+
+    /// Passes the client's answers that reached other replicas to `sessions`.
+    pub(crate) fn serve_sessions(&self, sessions: &Arc<BoundedSessions>) {
+        let _ = self.sessions.set(Arc::downgrade(sessions));
+    }
+
+    /// Passes the client's `answer`, to a request this replica did not send, to the replica
+    /// that sent it.
+    pub(crate) async fn answer(
+        &self,
+        session: &str,
+        answer: ClientJsonRpcMessage,
+    ) -> Result<(), SharedStoreError> {
+        let answer = Box::new(answer);
+        self.publish(session, &BusMessage::Answer { answer }).await
     }
 
     /// Sends `notification` to the client of `session` on its `GET` stream, on whichever
@@ -195,6 +228,13 @@ impl SessionBus {
                     streams.remove(session);
                 }
             }
+            BusMessage::Answer { answer } => {
+                let Some(sessions) = self.sessions.get().and_then(Weak::upgrade) else {
+                    return;
+                };
+                let session = session.to_string();
+                tokio::spawn(async move { sessions.take_answer(&session, *answer).await });
+            }
             BusMessage::Unsubscribe { uri } => {
                 let Some(relay) = self.relay.get().and_then(Weak::upgrade) else {
                     return;
@@ -213,4 +253,70 @@ impl SessionBus {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use rmcp::model::ToolListChangedNotification;
+
+    use super::*;
+    use crate::server::shared::tests::Records;
+
+    /// Two replicas' buses over one store, both listening.
+    async fn two_replicas() -> (Arc<SessionBus>, Arc<SessionBus>, CancellationToken) {
+        let store: Arc<dyn SharedSessionStore> = Arc::new(Records::default());
+        let stop = CancellationToken::new();
+        let a = SessionBus::new(store.clone());
+        let b = SessionBus::new(store);
+        tokio::spawn(a.clone().listen(stop.clone()));
+        tokio::spawn(b.clone().listen(stop.clone()));
+        // Let both subscribe before anything is published.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (a, b, stop)
+    }
+
+    fn changed() -> ServerNotification {
+        ServerNotification::ToolListChangedNotification(ToolListChangedNotification::default())
+    }
+
+    #[tokio::test]
+    async fn a_notification_reaches_its_sessions_stream_on_another_replica_and_no_other() {
+        let (a, b, stop) = two_replicas().await;
+        let mut mine = Box::pin(b.attach("session-1", futures::stream::pending()));
+        let mut other = Box::pin(b.attach("session-2", futures::stream::pending()));
+
+        a.notify("session-1", changed()).await.unwrap();
+        let arrived = tokio::time::timeout(Duration::from_secs(5), mine.next())
+            .await
+            .expect("the notification arrives")
+            .expect("the stream is open");
+        let json = serde_json::to_value(arrived.message.as_deref().unwrap()).unwrap();
+        assert_eq!(json["method"], "notifications/tools/list_changed");
+        assert_eq!(arrived.event_id, None, "not replayed on resumption");
+
+        // Garbage on the channel is ignored; the other session heard nothing.
+        a.store()
+            .publish("session-2", "not a message")
+            .await
+            .unwrap();
+        a.notify("session-1", changed()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), mine.next())
+            .await
+            .expect("the second arrives");
+        let nothing = tokio::time::timeout(Duration::from_millis(200), other.next()).await;
+        assert!(nothing.is_err(), "session-2 got {nothing:?}");
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_merged_stream_ends_when_the_sessions_own_stream_ends() {
+        let (_a, b, stop) = two_replicas().await;
+        let own = futures::stream::iter([ServerSseMessage::retry(Duration::from_secs(1))]);
+        let merged: Vec<_> = b.attach("session-1", own).collect().await;
+        assert_eq!(merged.len(), 1);
+        stop.cancel();
+    }
 }

@@ -358,6 +358,7 @@ impl ToolServer {
         let client = CallingClient {
             peer: context.peer.clone(),
             call: call_token.clone(),
+            request: context.id.clone(),
         };
         let mut ctx = ToolContext::for_call(call_id.clone())
             .with_cancellation(call_token)

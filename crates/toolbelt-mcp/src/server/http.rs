@@ -146,6 +146,9 @@ impl HttpServer {
             bus = Some(shared);
         }
         let sessions = Arc::new(sessions);
+        if let Some(bus) = &bus {
+            bus.serve_sessions(&sessions);
+        }
         let service =
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let admission = sessions.clone();

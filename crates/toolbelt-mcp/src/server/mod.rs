@@ -55,8 +55,11 @@
 //!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
 //!   graceful shutdown. Replicas behind a load balancer share their sessions through a
 //!   [`SharedSessionStore`] ([`HttpServeOptions::shared_sessions`]): a session opened on one
-//!   replica is accepted by every other (the handshake is replayed there), and each call's
-//!   context names its session ([`ToolServer::with_session_context`]).
+//!   replica is accepted by every other (the handshake is replayed there), each call's
+//!   context names its session ([`ToolServer::with_session_context`]), the deferred tools a
+//!   session loaded are listed by every replica, and what one replica has for a client
+//!   (a notification for its `GET` stream, the answer to a request it sent the client)
+//!   reaches the replica that needs it through the store's messages.
 //! - stdio ([`serve_stdio`]): stdout carries only the protocol; a SIGTERM-driven shutdown
 //!   never waits on a blocked stdin read. A line that is JSON but not a JSON-RPC message gets
 //!   a -32600 error; a line that is not JSON gets a -32700 parse error with `id: null` (rmcp

@@ -37,7 +37,8 @@ use rmcp::model::{
     CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorCode,
     ListRootsRequest, ListRootsResult, ServerRequest,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RoleServer};
+use rmcp::model::{GetExtensions, RequestId};
+use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use super::relay::Relay;
@@ -51,6 +52,8 @@ pub(crate) struct CallingClient {
     pub(crate) peer: Peer<RoleServer>,
     /// Cancelled when the call is (the client cancelled it, or its session ended).
     pub(crate) call: CancellationToken,
+    /// The call's JSON-RPC id: requests made for the call travel on its response stream.
+    pub(crate) request: RequestId,
 }
 
 /// The calls in flight to one aggregated server, oldest first.
@@ -134,6 +137,8 @@ impl Feature {
 struct Target {
     peer: Peer<RoleServer>,
     call: Option<CancellationToken>,
+    /// The client's call the request belongs to, if any.
+    request: Option<RequestId>,
 }
 
 /// Passes the aggregated servers' requests to the clients (holding the relay weakly: the
@@ -163,6 +168,7 @@ impl ClientRequests {
             return Ok(Target {
                 peer: client.peer,
                 call: Some(client.call),
+                request: Some(client.request),
             });
         }
         relay
@@ -170,7 +176,11 @@ impl ClientRequests {
             .into_iter()
             .rev()
             .find(|peer| feature.declared_by(peer))
-            .map(|peer| Target { peer, call: None })
+            .map(|peer| Target {
+                peer,
+                call: None,
+                request: None,
+            })
             .ok_or_else(|| {
                 not_offered(format!(
                     "no client of toolbelt serve offers {} (none declared the capability)",
@@ -241,14 +251,33 @@ impl RequestRelay for ClientRequests {
 /// cancelled its request) tells the client with `notifications/cancelled`.
 async fn forward(
     target: Target,
-    request: ServerRequest,
+    mut request: ServerRequest,
     feature: Feature,
 ) -> Result<ClientResult, RpcError> {
-    let handle = target
-        .peer
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await
-        .map_err(|err| failed(feature, err))?;
+    if let Some(call) = &target.request {
+        // Over streamable HTTP the request then rides the call's own response stream (as a
+        // request made inside the call's handler would), not the client's `GET` stream,
+        // which another replica may hold.
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(call.clone()));
+    }
+    // Sent from a task of its own: here we are inside the handler of the aggregated
+    // server's request, and rmcp would mark ours as belonging to that one (its id means
+    // nothing to our client) in place of the call it belongs to.
+    let peer = target.peer.clone();
+    let handle = tokio::spawn(async move {
+        peer.send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+    })
+    .await
+    .map_err(|err| {
+        RpcError::internal_error(
+            format!("sending the {} request: {err}", feature.name()),
+            None,
+        )
+    })?
+    .map_err(|err| failed(feature, err))?;
     let abandon = CancelOnDrop::new(
         target.peer.clone(),
         handle.id.clone(),

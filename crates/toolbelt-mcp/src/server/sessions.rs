@@ -26,13 +26,13 @@
 //! handshake instead of reaching a service that is not initialized yet (which failed with
 //! HTTP 500 under load).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::future::Either;
 use futures::{Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::RestoreOutcome;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
@@ -74,6 +74,9 @@ struct Activity {
     last: Instant,
     /// Streams open on the session (request streams of calls running, `GET` streams).
     open_streams: usize,
+    /// The ids of requests this replica sent the client (elicitation, sampling, roots) not
+    /// answered yet: an answer to any other is another replica's (see `accept_message`).
+    asked: HashSet<RequestId>,
 }
 
 impl Activity {
@@ -81,6 +84,7 @@ impl Activity {
         Self {
             last: Instant::now(),
             open_streams: 0,
+            asked: HashSet::new(),
         }
     }
 
@@ -270,13 +274,37 @@ impl BoundedSessions {
     {
         let guard = OpenStream::new(self.table.clone(), id.clone());
         stream.map(move |message| {
-            guard.touch();
+            guard.saw(&message);
             message
         })
     }
 }
 
 impl BoundedSessions {
+    /// Whether this replica sent the client of session `id` the request `request` and
+    /// awaited its answer (now no longer).
+    fn take_asked(&self, id: &SessionId, request: &RequestId) -> bool {
+        lock(&self.table)
+            .sessions
+            .get_mut(id)
+            .is_some_and(|activity| activity.asked.remove(request))
+    }
+
+    /// An answer another replica received for session `id`: given to the session's service
+    /// here if this replica asked, else dropped (another one did).
+    pub(crate) async fn take_answer(&self, id: &str, message: ClientJsonRpcMessage) {
+        let id = SessionId::from(id);
+        let Some(request) = answered(&message) else {
+            return;
+        };
+        if !self.take_asked(&id, request) {
+            return;
+        }
+        if let Err(err) = self.inner.accept_message(&id, message).await {
+            tracing::warn!(session = %id, "an answer from another replica could not be delivered: {err}");
+        }
+    }
+
     /// `stream` with the other replicas' notifications for session `id` merged in, when it
     /// is the session's `GET` stream (`standalone`) and the server is one of several.
     fn with_published<S>(
@@ -310,8 +338,25 @@ impl OpenStream {
         Self { table, id }
     }
 
-    fn touch(&self) {
-        lock(&self.table).touch(&self.id);
+    /// `message` is on its way to the client: activity, and a request to await the answer of.
+    fn saw(&self, message: &ServerSseMessage) {
+        let mut table = lock(&self.table);
+        let Some(activity) = table.sessions.get_mut(&self.id) else {
+            return;
+        };
+        activity.last = Instant::now();
+        if let Some(ServerJsonRpcMessage::Request(request)) = message.message.as_deref() {
+            activity.asked.insert(request.id.clone());
+        }
+    }
+}
+
+/// The id of the request a client's message answers, if it is an answer.
+fn answered(message: &ClientJsonRpcMessage) -> Option<&RequestId> {
+    match message {
+        ClientJsonRpcMessage::Response(response) => Some(&response.id),
+        ClientJsonRpcMessage::Error(error) => error.id.as_ref(),
+        _ => None,
     }
 }
 
@@ -415,6 +460,13 @@ impl SessionManager for BoundedSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
         self.touch(id);
+        if let (Some(bus), Some(request)) = (&self.bus, answered(&message))
+            && !self.take_asked(id, request)
+        {
+            // An answer to a request another replica sent (a load balancer may send the
+            // answer anywhere): the one that asked takes it from the bus.
+            return bus.answer(id, message).await.map_err(SessionsError::Shared);
+        }
         let initialized = matches!(
             &message,
             ClientJsonRpcMessage::Notification(n)
@@ -506,46 +558,9 @@ mod tests {
         assert_eq!(sessions.len(), 0);
     }
 
-    /// Records in memory, as a shared store would keep them.
-    #[derive(Default)]
-    struct Records(Mutex<HashMap<String, String>>);
-
-    #[async_trait::async_trait]
-    impl SharedSessionStore for Records {
-        async fn load(&self, id: &str) -> Result<Option<String>, SharedStoreError> {
-            Ok(self.0.lock().unwrap().get(id).cloned())
-        }
-        async fn save(&self, id: &str, record: &str, _: Duration) -> Result<(), SharedStoreError> {
-            self.0.lock().unwrap().insert(id.into(), record.into());
-            Ok(())
-        }
-        async fn touch(&self, id: &str, _: Duration) -> Result<bool, SharedStoreError> {
-            Ok(self.0.lock().unwrap().contains_key(id))
-        }
-        async fn delete(&self, id: &str) -> Result<(), SharedStoreError> {
-            self.0.lock().unwrap().remove(id);
-            Ok(())
-        }
-        async fn add_loaded_tools(&self, _: &str, _: &[String]) -> Result<(), SharedStoreError> {
-            Ok(())
-        }
-        async fn loaded_tools(&self, _: &str) -> Result<Vec<String>, SharedStoreError> {
-            Ok(Vec::new())
-        }
-        async fn publish(&self, _: &str, _: &str) -> Result<(), SharedStoreError> {
-            Ok(())
-        }
-        async fn subscribe(
-            &self,
-        ) -> Result<futures::stream::BoxStream<'static, (String, String)>, SharedStoreError>
-        {
-            Ok(futures::stream::pending().boxed())
-        }
-    }
-
     #[tokio::test]
     async fn a_session_whose_shared_record_is_gone_is_closed_here_too() {
-        let records = Arc::new(Records::default());
+        let records = Arc::new(super::super::shared::tests::Records::default());
         let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10)
             .with_shared(records.clone(), SessionBus::new(records.clone()));
         let id = open(&sessions).await;

@@ -100,3 +100,95 @@ impl SessionStore for RecordStore {
         self.store.delete(session_id).await
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use futures::StreamExt;
+    use tokio::sync::broadcast;
+
+    use super::*;
+
+    /// What a shared store keeps, in memory: records, loaded tools and a message channel,
+    /// as Redis would for the replicas of one server.
+    pub(crate) struct Records {
+        records: Mutex<HashMap<String, String>>,
+        tools: Mutex<HashMap<String, Vec<String>>>,
+        messages: broadcast::Sender<(String, String)>,
+    }
+
+    impl Default for Records {
+        fn default() -> Self {
+            Self {
+                records: Mutex::default(),
+                tools: Mutex::default(),
+                messages: broadcast::channel(64).0,
+            }
+        }
+    }
+
+    #[async_trait]
+    impl SharedSessionStore for Records {
+        async fn load(&self, id: &str) -> Result<Option<String>, SharedStoreError> {
+            Ok(self.records.lock().unwrap().get(id).cloned())
+        }
+        async fn save(&self, id: &str, record: &str, _: Duration) -> Result<(), SharedStoreError> {
+            self.records
+                .lock()
+                .unwrap()
+                .insert(id.into(), record.into());
+            Ok(())
+        }
+        async fn touch(&self, id: &str, _: Duration) -> Result<bool, SharedStoreError> {
+            Ok(self.records.lock().unwrap().contains_key(id))
+        }
+        async fn delete(&self, id: &str) -> Result<(), SharedStoreError> {
+            self.records.lock().unwrap().remove(id);
+            self.tools.lock().unwrap().remove(id);
+            Ok(())
+        }
+        async fn add_loaded_tools(
+            &self,
+            id: &str,
+            tools: &[String],
+        ) -> Result<(), SharedStoreError> {
+            let mut all = self.tools.lock().unwrap();
+            all.entry(id.into())
+                .or_default()
+                .extend(tools.iter().cloned());
+            Ok(())
+        }
+        async fn loaded_tools(&self, id: &str) -> Result<Vec<String>, SharedStoreError> {
+            Ok(self
+                .tools
+                .lock()
+                .unwrap()
+                .get(id)
+                .cloned()
+                .unwrap_or_default())
+        }
+        async fn publish(&self, id: &str, message: &str) -> Result<(), SharedStoreError> {
+            let _ = self.messages.send((id.into(), message.into()));
+            Ok(())
+        }
+        async fn subscribe(
+            &self,
+        ) -> Result<BoxStream<'static, (String, String)>, SharedStoreError> {
+            let receiver = self.messages.subscribe();
+            Ok(
+                futures::stream::unfold(receiver, |mut receiver| async move {
+                    loop {
+                        match receiver.recv().await {
+                            Ok(message) => return Some((message, receiver)),
+                            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        }
+                    }
+                })
+                .boxed(),
+            )
+        }
+    }
+}
