@@ -62,11 +62,46 @@ enum BusMessage {
     },
 }
 
+/// Senders into the `GET` streams open on a replica, by session id.
+type Streams = HashMap<String, Vec<mpsc::UnboundedSender<ServerSseMessage>>>;
+
+/// What other replicas publish for one `GET` stream; dropped with the stream, it forgets
+/// the session's closed streams, so the table holds only sessions with a stream open here.
+struct Published {
+    rx: mpsc::UnboundedReceiver<ServerSseMessage>,
+    streams: Arc<Mutex<Streams>>,
+    session: String,
+}
+
+impl Stream for Published {
+    type Item = ServerSseMessage;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<ServerSseMessage>> {
+        self.rx.poll_next_unpin(cx)
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.rx.close();
+        let mut streams = lock(&self.streams);
+        if let Some(senders) = streams.get_mut(&self.session) {
+            senders.retain(|tx| !tx.is_closed());
+            if senders.is_empty() {
+                streams.remove(&self.session);
+            }
+        }
+    }
+}
+
 /// The messages of one server's replicas (see the module docs).
 pub(crate) struct SessionBus {
     store: Arc<dyn SharedSessionStore>,
     /// The `GET` streams open on this replica, by session id.
-    streams: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<ServerSseMessage>>>>,
+    streams: Arc<Mutex<Streams>>,
     /// Where unsubscribes passed on by other replicas go.
     relay: OnceLock<Weak<Relay>>,
     /// Where answers passed on by other replicas go.
@@ -83,7 +118,7 @@ impl SessionBus {
     pub(crate) fn new(store: Arc<dyn SharedSessionStore>) -> Arc<Self> {
         Arc::new(Self {
             store,
-            streams: Mutex::default(),
+            streams: Arc::default(),
             relay: OnceLock::new(),
             sessions: OnceLock::new(),
         })
@@ -164,7 +199,12 @@ impl SessionBus {
         let own = stream
             .map(Some)
             .chain(futures::stream::once(async { None }));
-        let published = rx.map(Some);
+        let published = Published {
+            rx,
+            streams: self.streams.clone(),
+            session: session.to_string(),
+        }
+        .map(Some);
         futures::stream::select(own, published)
             .take_while(|message| std::future::ready(message.is_some()))
             .filter_map(std::future::ready)
@@ -317,6 +357,7 @@ mod tests {
         let own = futures::stream::iter([ServerSseMessage::retry(Duration::from_secs(1))]);
         let merged: Vec<_> = b.attach("session-1", own).collect().await;
         assert_eq!(merged.len(), 1);
+        assert!(lock(&b.streams).is_empty(), "the ended stream is forgotten");
         stop.cancel();
     }
 }
