@@ -27,6 +27,7 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage, ServerNotification};
+use rmcp::service::{Peer, RoleServer};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -160,6 +161,29 @@ impl SessionBus {
         let notification = Box::new(ServerJsonRpcMessage::notification(notification));
         self.publish(session, &BusMessage::Notify { notification })
             .await
+    }
+
+    /// Sends `notification` to a client: through `bus` when the server is one of several and
+    /// the client has an HTTP `session` (its `GET` stream may be on another replica), else,
+    /// or when publishing fails, straight to `peer`.
+    pub(crate) async fn notify_client(
+        bus: Option<&SessionBus>,
+        session: Option<&str>,
+        peer: &Peer<RoleServer>,
+        notification: ServerNotification,
+    ) {
+        if let (Some(bus), Some(session)) = (bus, session) {
+            match bus.notify(session, notification.clone()).await {
+                Ok(()) => return,
+                Err(err) => tracing::warn!(
+                    session,
+                    "cannot publish a notification for the client; sending it from here: {err}"
+                ),
+            }
+        }
+        if let Err(err) = peer.send_notification(notification).await {
+            tracing::debug!("could not send a notification to the client: {err}");
+        }
     }
 
     /// Asks the replica holding `session`'s subscription to `uri` to end it.

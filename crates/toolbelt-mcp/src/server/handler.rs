@@ -250,24 +250,15 @@ impl ToolServer {
     /// the loaded tools are kept in the store and the notification goes to the replica
     /// holding the client's `GET` stream.
     async fn announce_loaded(&self, context: &RequestContext<RoleServer>, found: &[String]) {
-        if let (Some(bus), Some(session)) = (&self.bus, http_session_id(context)) {
-            if let Err(err) = bus.store().add_loaded_tools(session, found).await {
-                tracing::warn!(session, "cannot share the tools this session loaded: {err}");
-            }
-            let changed = ServerNotification::ToolListChangedNotification(
-                ToolListChangedNotification::default(),
-            );
-            match bus.notify(session, changed).await {
-                Ok(()) => return,
-                Err(err) => tracing::warn!(
-                    session,
-                    "cannot publish tools/list_changed; sending it from here: {err}"
-                ),
-            }
+        let session = http_session_id(context);
+        if let (Some(bus), Some(session)) = (&self.bus, session)
+            && let Err(err) = bus.store().add_loaded_tools(session, found).await
+        {
+            tracing::warn!(session, "cannot share the tools this session loaded: {err}");
         }
-        if let Err(err) = context.peer.notify_tool_list_changed().await {
-            tracing::debug!("could not send tools/list_changed: {err}");
-        }
+        let changed =
+            ServerNotification::ToolListChangedNotification(ToolListChangedNotification::default());
+        SessionBus::notify_client(self.bus.as_deref(), session, &context.peer, changed).await;
     }
 
     /// Watches the registry and sends `notifications/tools/list_changed` to every client when

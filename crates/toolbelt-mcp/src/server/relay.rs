@@ -708,22 +708,11 @@ async fn forward(mut events: mpsc::UnboundedReceiver<Event>, relay: Weak<Relay>)
                 for (peer, session, client_uri) in relay.subscribers(&server, &update.uri) {
                     let mut update = update.clone();
                     update.uri = client_uri;
-                    // With replicas, the client's stream may be on another one.
-                    if let (Some(bus), Some(session)) = (relay.bus.get(), session.as_deref()) {
-                        let notification = ServerNotification::ResourceUpdatedNotification(
-                            ResourceUpdatedNotification::new(update.clone()),
-                        );
-                        match bus.notify(session, notification).await {
-                            Ok(()) => continue,
-                            Err(err) => tracing::warn!(
-                                session,
-                                "could not publish a resource update; sending it here: {err}"
-                            ),
-                        }
-                    }
-                    if let Err(err) = peer.notify_resource_updated(update).await {
-                        tracing::debug!("could not forward a resource update: {err}");
-                    }
+                    let notification = ServerNotification::ResourceUpdatedNotification(
+                        ResourceUpdatedNotification::new(update),
+                    );
+                    let bus = relay.bus.get().map(Arc::as_ref);
+                    SessionBus::notify_client(bus, session.as_deref(), &peer, notification).await;
                 }
             }
             Event::ResourcesChanged => {
