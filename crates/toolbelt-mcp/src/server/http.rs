@@ -141,7 +141,7 @@ impl HttpServer {
                 ttl: options.session_idle_timeout,
             }));
             let shared = SessionBus::new(store.clone());
-            sessions = sessions.with_shared(store, shared.clone());
+            sessions = sessions.with_shared(shared.clone());
             server = server.with_bus(shared.clone());
             bus = Some(shared);
         }

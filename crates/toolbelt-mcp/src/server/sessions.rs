@@ -17,7 +17,7 @@
 //!   Evicting an idle session rather than refusing keeps the server usable for new clients
 //!   when an old client leaked its sessions.
 //!
-//! With a [`SharedSessionStore`] (replicas behind a load balancer, see `shared.rs`), every
+//! With a `SharedSessionStore` (replicas behind a load balancer, see `shared.rs`), every
 //! request naming a session also renews its record in the store, and a session whose record
 //! is gone (deleted through another replica, expired) is closed here too and gets 404.
 //! Sessions restored from the store count against the cap like new ones. A session being
@@ -43,7 +43,7 @@ use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
 use super::bus::SessionBus;
-use super::shared::{SharedSessionStore, SharedStoreError};
+use super::shared::SharedStoreError;
 
 /// The default idle timeout of an HTTP session.
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -137,9 +137,7 @@ pub(crate) struct BoundedSessions {
     table: SharedTable,
     idle_timeout: Duration,
     max: usize,
-    /// The records every replica reads, when the server is one of several.
-    shared: Option<Arc<dyn SharedSessionStore>>,
-    /// The other replicas' notifications for the `GET` streams held here.
+    /// The store and messages the replicas share, when the server is one of several.
     bus: Option<Arc<SessionBus>>,
 }
 
@@ -155,16 +153,14 @@ impl BoundedSessions {
             table: SharedTable::default(),
             idle_timeout,
             max: max.max(1),
-            shared: None,
             bus: None,
         }
     }
 
-    /// Also asks `store` whether a session still exists on every request naming it, and
-    /// renews its record there; the `GET` streams held here also carry what the other
-    /// replicas publish on `bus` for their sessions.
-    pub fn with_shared(mut self, store: Arc<dyn SharedSessionStore>, bus: Arc<SessionBus>) -> Self {
-        self.shared = Some(store);
+    /// Also asks the replicas' store whether a session still exists on every request naming
+    /// it, and renews its record there; the `GET` streams held here also carry what the
+    /// other replicas publish on `bus` for their sessions.
+    pub fn with_shared(mut self, bus: Arc<SessionBus>) -> Self {
         self.bus = Some(bus);
         self
     }
@@ -417,7 +413,7 @@ impl SessionManager for BoundedSessions {
         // Every request naming a session asks this first: it counts as use.
         self.touch(id);
         let here = self.inner.has_session(id).await?;
-        let Some(shared) = &self.shared else {
+        let Some(bus) = &self.bus else {
             return Ok(here);
         };
         if !here {
@@ -425,7 +421,8 @@ impl SessionManager for BoundedSessions {
             return Ok(false);
         }
         self.until_restored(id).await;
-        let alive = shared
+        let alive = bus
+            .store()
             .touch(id, self.idle_timeout)
             .await
             .map_err(SessionsError::Shared)?;
@@ -504,6 +501,7 @@ impl SessionManager for BoundedSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::shared::SharedSessionStore;
 
     async fn open(sessions: &BoundedSessions) -> SessionId {
         sessions.create_session().await.expect("a session").0
@@ -562,7 +560,7 @@ mod tests {
     async fn a_session_whose_shared_record_is_gone_is_closed_here_too() {
         let records = Arc::new(super::super::shared::tests::Records::default());
         let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10)
-            .with_shared(records.clone(), SessionBus::new(records.clone()));
+            .with_shared(SessionBus::new(records.clone()));
         let id = open(&sessions).await;
         records.save(&id, "{}", Duration::ZERO).await.unwrap();
         assert!(sessions.has_session(&id).await.unwrap());
