@@ -572,6 +572,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_answer_is_taken_once_and_only_for_a_request_this_replica_sent_that_session() {
+        let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10);
+        let asked = open(&sessions).await;
+        let other = open(&sessions).await;
+        let ping = rmcp::model::ServerRequest::PingRequest(Default::default());
+        let request = ServerJsonRpcMessage::request(ping, RequestId::Number(7));
+        let carried: Vec<_> = sessions
+            .tracked(
+                &asked,
+                futures::stream::iter([ServerSseMessage::from_message(request)]),
+            )
+            .collect()
+            .await;
+        assert_eq!(carried.len(), 1);
+
+        assert!(
+            !sessions.take_asked(&other, &RequestId::Number(7)),
+            "another session's id"
+        );
+        assert!(
+            !sessions.take_asked(&asked, &RequestId::Number(8)),
+            "an id never sent"
+        );
+        assert!(sessions.take_asked(&asked, &RequestId::Number(7)));
+        assert!(
+            !sessions.take_asked(&asked, &RequestId::Number(7)),
+            "answered once only"
+        );
+    }
+
+    #[tokio::test]
     async fn restored_sessions_count_against_the_cap() {
         let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 1);
         let working = open(&sessions).await;
