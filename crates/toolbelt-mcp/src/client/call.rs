@@ -10,34 +10,23 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
-use toolbelt_core::ToolContext;
 
 use super::mapping::lenient_call_result;
-use super::progress::ProgressRoutes;
 use crate::abandon::CancelOnDrop;
 
-/// Sends `tools/call` and waits for its result, handing the server's progress reports to
-/// `ctx` when it watches progress. Dropping the future before the answer sends
+/// Sends `tools/call` and waits for its result. Dropping the future before the answer sends
 /// `notifications/cancelled` for the request.
 pub(super) async fn call_tool(
     peer: Peer<RoleClient>,
     params: CallToolRequestParams,
-    ctx: &ToolContext,
-    progress: &std::sync::Arc<ProgressRoutes>,
 ) -> Result<CallToolResult, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = peer
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
     let guard = CancelOnDrop::new(peer, handle.id.clone(), "request abandoned by the caller");
-    let route = progress.open(ctx, handle.progress_token.clone());
     let result = handle.await_response().await;
     guard.disarm();
-    if route.is_some() {
-        // A report handled in the same instant as the result gets through (see progress.rs).
-        tokio::task::yield_now().await;
-    }
-    drop(route);
     match result? {
         ServerResult::CallToolResult(result) => Ok(result),
         // No content at all is an empty result.

@@ -1,6 +1,6 @@
 //! The client side of the protocol: what the client tells a server it can do, and its
 //! answers to the server's requests and notifications (elicitation, sampling, roots,
-//! progress, `tools/list_changed`).
+//! `tools/list_changed`; progress is taken off the transport, see `progress.rs`).
 //!
 //! Capabilities follow the handlers a set was built with: `elicitation` only with an
 //! elicitation handler, `sampling` only with a sampling handler, `roots` only with roots. A
@@ -24,9 +24,8 @@ use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorCode,
-    ErrorData, FormElicitationCapability, Implementation, ListRootsResult,
-    ProgressNotificationParam, Role, RootsCapabilities, SamplingCapability, SamplingMessage,
-    UrlElicitationCapability,
+    ErrorData, FormElicitationCapability, Implementation, ListRootsResult, Role, RootsCapabilities,
+    SamplingCapability, SamplingMessage, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -150,6 +149,12 @@ pub(crate) struct Handler {
 }
 
 impl Handler {
+    /// The routes of the set's calls that watch progress, for the session's
+    /// [`super::progress::ProgressTap`].
+    pub fn progress_routes(&self) -> Arc<ProgressRoutes> {
+        self.features.progress.clone()
+    }
+
     pub fn new(
         server: &str,
         config: &ConnectionConfig,
@@ -175,14 +180,6 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "server reported tools/list_changed");
         self.tools_changed.store(true, Ordering::Release);
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.features.progress.deliver(params);
     }
 
     async fn on_logging_message(

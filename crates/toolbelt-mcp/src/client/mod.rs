@@ -12,7 +12,7 @@
 //! ([`McpToolSetBuilder::on_sampling`]) and roots ([`McpToolSetBuilder::roots`]); each
 //! capability is declared only when set. A call whose context watches progress
 //! ([`ToolContext::with_progress`]) is sent with a progress token, and the server's progress
-//! notifications reach the context's sink.
+//! notifications reach the context's sink in the order sent, all before the call returns.
 
 mod call;
 mod elicitation;
@@ -668,11 +668,18 @@ impl Inner {
             .unwrap_or_default();
         let (key, value) = ticket.meta();
         meta.0.insert(key, value);
+        // Open before sending: the server may report as soon as it has the request. The
+        // route closes when this call returns.
+        let progress = self.features.progress.open(ctx);
+        if let Some(route) = &progress {
+            let (key, value) = route.meta();
+            meta.0.insert(key, value);
+        }
         params.meta = Some(meta);
         let peer = session.peer().clone();
         // Dropping the request future (on timeout or cancellation) sends
         // `notifications/cancelled` for it.
-        let call = call::call_tool(peer, params, ctx, &self.features.progress);
+        let call = call::call_tool(peer, params);
         let result = tokio::select! {
             biased;
             _ = ctx.cancelled() => {

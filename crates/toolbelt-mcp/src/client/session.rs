@@ -12,6 +12,7 @@ use rmcp::{Peer, RoleClient, ServiceExt};
 use tokio::sync::Mutex;
 
 use super::handler::Handler;
+use super::progress::ProgressTap;
 use crate::config::{ConnectionConfig, TransportConfig};
 use crate::error::{FailureKind, McpError, Step};
 use crate::transport::delivery::{DeliveryLog, Ticket};
@@ -46,6 +47,8 @@ impl Session {
         generation: u64,
     ) -> Result<Session, McpError> {
         let limit = config.timeout;
+        // Every transport is tapped for progress (see `progress.rs`).
+        let routes = handler.progress_routes();
         let deliveries = Arc::new(DeliveryLog::default());
         match &config.transport {
             TransportConfig::Stdio {
@@ -61,7 +64,11 @@ impl Session {
                     deliveries.clone(),
                 )?;
                 let diagnostics = child.diagnostics();
-                let started = tokio::time::timeout(limit, handler.serve(transport)).await;
+                let started = tokio::time::timeout(
+                    limit,
+                    handler.serve(ProgressTap::new(transport, routes.clone())),
+                )
+                .await;
                 let service = match started {
                     Ok(Ok(service)) => service,
                     Ok(Err(err)) => {
@@ -91,10 +98,13 @@ impl Session {
                 let transport = tokio::time::timeout(limit, connect)
                     .await
                     .map_err(|_| McpError::timeout(server, Step::Connect, limit))??;
-                let service = tokio::time::timeout(limit, handler.serve(transport))
-                    .await
-                    .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
-                    .map_err(|err| init_error(server, err, None))?;
+                let service = tokio::time::timeout(
+                    limit,
+                    handler.serve(ProgressTap::new(transport, routes.clone())),
+                )
+                .await
+                .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
+                .map_err(|err| init_error(server, err, None))?;
                 Ok(Self::from_service(
                     service, None, None, deliveries, generation,
                 ))
@@ -115,10 +125,13 @@ impl Session {
                     .reinit_on_expired_session(false);
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                let service = tokio::time::timeout(limit, handler.serve(transport))
-                    .await
-                    .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
-                    .map_err(|err| init_error(server, err, None))?;
+                let service = tokio::time::timeout(
+                    limit,
+                    handler.serve(ProgressTap::new(transport, routes.clone())),
+                )
+                .await
+                .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
+                .map_err(|err| init_error(server, err, None))?;
                 Ok(Self::from_service(
                     service, None, None, deliveries, generation,
                 ))

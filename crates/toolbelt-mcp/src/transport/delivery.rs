@@ -19,8 +19,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage};
+use rmcp::model::ClientJsonRpcMessage;
 use serde_json::Value;
+
+use super::take_private_meta;
 
 /// The private `_meta` key carrying a call's ticket number; removed before the message is
 /// written, so it never reaches the server.
@@ -105,31 +107,17 @@ impl Drop for Ticket {
     }
 }
 
-/// Removes the ticket from a `tools/call` request (from the params' `_meta` and from the
-/// `_meta` rmcp keeps in the request's extensions, which it merges when writing).
+/// Removes the ticket from a `tools/call` request.
 fn take_ticket(message: &mut ClientJsonRpcMessage) -> Option<u64> {
-    let JsonRpcMessage::Request(request) = message else {
-        return None;
-    };
-    let mut number = None;
-    if let ClientRequest::CallToolRequest(call) = &mut request.request
-        && let Some(meta) = call.params.meta.as_mut()
-    {
-        number = meta.0.0.remove(DELIVERY_META_KEY).and_then(|v| v.as_u64());
-    }
-    let in_extensions = request
-        .request
-        .get_meta_mut()
-        .0
-        .0
-        .remove(DELIVERY_META_KEY)
-        .and_then(|v| v.as_u64());
-    number.or(in_extensions)
+    take_private_meta(message, DELIVERY_META_KEY).and_then(|v| v.as_u64())
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonRpcRequest, RequestId};
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcMessage, JsonRpcRequest,
+        RequestId,
+    };
 
     use super::*;
 

@@ -56,6 +56,23 @@ fn remove_headers(meta: &mut serde_json::Map<String, Value>) -> Vec<(String, Str
     }
 }
 
+/// Removes the private `_meta` entry `key` from a `tools/call` request and returns its
+/// value: from the params' `_meta`, where the client puts it, and from the `_meta` rmcp keeps
+/// in the request's extensions (it merges both when writing), so it never reaches the server.
+pub(crate) fn take_private_meta(message: &mut ClientJsonRpcMessage, key: &str) -> Option<Value> {
+    let JsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let mut value = None;
+    if let ClientRequest::CallToolRequest(call) = &mut request.request
+        && let Some(meta) = call.params.meta.as_mut()
+    {
+        value = meta.0.remove(key);
+    }
+    let in_extensions = request.request.get_meta_mut().0.remove(key);
+    value.or(in_extensions)
+}
+
 /// Classifies a transport failure and describes it without rmcp's wrapper (which names the
 /// transport's Rust type) and down to the I/O cause ("Connection refused"), which rmcp's
 /// streamable HTTP error does not chain as a source.
