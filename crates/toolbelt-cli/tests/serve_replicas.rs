@@ -390,6 +390,55 @@ async fn answers_to_an_aggregated_servers_requests_reach_the_replica_that_asked(
     crate::serve_client_requests::assert_relayed_to_the_client(&report);
 }
 
+/// `ask_profile` runs on replica 0 and `summarize` on replica 1; every answer goes to 0.
+fn one_request_each(what: &str) -> Option<usize> {
+    match what {
+        "tools/call summarize" => Some(1),
+        "GET" => None,
+        _ => Some(0),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_asking_one_client_at_once_each_get_their_own_answer() {
+    let (_config, extra) = crate::serve_client_requests::client_features_config();
+    let replicas = Replicas::start_with(2, true, &extra);
+    let (proxy, addr) = Proxy::start_routed(replicas.authorities(), Some(one_request_each)).await;
+    let url = format!("http://{addr}/mcp");
+    let token = replicas.token.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        // A mixed-up answer can leave a call waiting: the time limit makes that a failure.
+        let mut command = std::process::Command::new("timeout");
+        command.arg("120");
+        let script = python(&["asked_at_once", &url], &token);
+        command.arg(script.get_program()).args(script.get_args());
+        command.env("TOOLBELT_TEST_TOKEN", &token);
+        run_client(command)
+    })
+    .await
+    .unwrap();
+
+    assert_eq!(proxy.answered("tools/call ask_profile"), vec![0]);
+    assert_eq!(proxy.answered("tools/call summarize"), vec![1]);
+    // Both replicas numbered their first request to the session; the client saw two ids.
+    let ids = report["ids"].as_array().unwrap();
+    assert_eq!(ids.len(), 2, "{report}");
+    assert_ne!(ids[0], ids[1], "{report}");
+    // The sampling answer reached replica 0 while it awaited its elicitation's, and went on
+    // to replica 1, which asked.
+    assert_eq!(
+        serde_json::from_str::<Value>(report["profile"]["text"].as_str().unwrap())
+            .unwrap_or_else(|_| panic!("{report}")),
+        serde_json::json!({"action": "accept", "content": {"name": "Ada", "age": 36}}),
+        "{report}"
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(report["summary"]["text"].as_str().unwrap()).unwrap()["text"],
+        "summary of two replicas",
+        "{report}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_reach_the_client_stream_held_by_another_replica() {
     // Each replica aggregates its own copy of the Python fixture server, deferring its tools.

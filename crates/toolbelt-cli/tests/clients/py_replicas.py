@@ -12,6 +12,10 @@ Usage:
                                         then a subscription to memo://greeting, `touch`, an
                                         unsubscribe and `touch` again; counts what arrived on
                                         the GET stream
+    py_replicas.py asked_at_once URL    one session against `serve` aggregating the fixture
+                                        server: summarize, and while its sampling request
+                                        waits for the client's answer, ask_profile, so two
+                                        replicas ask the client at the same moment
 
 Set TOOLBELT_TEST_TOKEN to send `Authorization: Bearer <token>`. Each prints one JSON object
 on its last line of stdout; the Rust test (serve_replicas.rs) asserts on it.
@@ -32,13 +36,13 @@ URL = sys.argv[2]
 
 
 @asynccontextmanager
-async def connect(message_handler=None):
+async def connect(**callbacks):
     headers = {}
     token = os.environ.get("TOOLBELT_TEST_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     async with streamablehttp_client(URL, headers=headers) as (read, write, session_id):
-        async with ClientSession(read, write, message_handler=message_handler) as session:
+        async with ClientSession(read, write, **callbacks) as session:
             await session.initialize()
             yield session, session_id
 
@@ -158,11 +162,43 @@ async def notifications():
     print(json.dumps(report))
 
 
+async def asked_at_once():
+    # The SDK handles the server's requests one at a time, in the order they arrive.
+    report = {"ids": []}
+    sampling = asyncio.Event()
+
+    async def on_elicitation(context, _params):
+        report["ids"].append(context.request_id)
+        return types.ElicitResult(action="accept", content={"name": "Ada", "age": 36})
+
+    async def on_sampling(context, params):
+        report["ids"].append(context.request_id)
+        sampling.set()
+        # Meanwhile ask_profile starts, and the other replica sends its elicitation request:
+        # this answer then reaches a replica that awaits an answer of its own.
+        await asyncio.sleep(1.5)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="summary of " + params.messages[0].content.text),
+            model="client-model",
+            stopReason="endTurn",
+        )
+
+    async with connect(elicitation_callback=on_elicitation, sampling_callback=on_sampling) as (session, _):
+        summary = asyncio.create_task(call(session, "summarize", {"text": "two replicas"}))
+        await asyncio.wait_for(sampling.wait(), timeout=30)
+        report["profile"] = await call(session, "ask_profile", {})
+        report["summary"] = await summary
+    print(json.dumps(report))
+
+
 if SCENARIO == "sequence":
     asyncio.run(sequence(int(sys.argv[3])))
 elif SCENARIO == "race":
     asyncio.run(race(int(sys.argv[3]), int(sys.argv[4])))
 elif SCENARIO == "notifications":
     asyncio.run(notifications())
+elif SCENARIO == "asked_at_once":
+    asyncio.run(asked_at_once())
 else:
     sys.exit(f"unknown scenario {SCENARIO}")

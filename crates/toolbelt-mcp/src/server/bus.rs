@@ -10,10 +10,8 @@
 //! elicitation, sampling or `roots/list`) that reaches a replica other than the one that
 //! asked.
 //!
-//! Each replica numbers the requests it sends a client on its own, so two replicas asking
-//! one session at the same moment could use the same id; the answer then goes to the
-//! replica that reads it first. Requests to a client are rare and short (a person or the
-//! client's model answering one call), so this is written down, not prevented.
+//! The ids of requests a replica sends a client carry the replica's own tag
+//! (`sessions.rs`), so the replica an answer belongs to is never in doubt.
 //!
 //! Delivery is at most once, like an SSE stream's: a message published while a replica is
 //! subscribing again (the store restarted) is lost, and one for a session whose `GET`

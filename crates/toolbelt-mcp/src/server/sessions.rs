@@ -25,8 +25,14 @@
 //! meanwhile (a client's `GET` stream beside its first `POST` on this replica) waits for the
 //! handshake instead of reaching a service that is not initialized yet (which failed with
 //! HTTP 500 under load).
+//!
+//! Each replica numbers the requests it sends a client (an aggregated server's elicitation,
+//! sampling, `roots/list`) on its own, from 0. So that two replicas asking one client at the
+//! same moment never send the same id, a replica among several puts its own tag before the
+//! number (`r1f0c…-0`) as the request leaves, and takes it off the client's answer before
+//! rmcp reads it; an answer carrying another replica's id is passed on to the others.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -74,9 +80,10 @@ struct Activity {
     last: Instant,
     /// Streams open on the session (request streams of calls running, `GET` streams).
     open_streams: usize,
-    /// The ids of requests this replica sent the client (elicitation, sampling, roots) not
-    /// answered yet: an answer to any other is another replica's (see `accept_message`).
-    asked: HashSet<RequestId>,
+    /// The requests this replica sent the client (elicitation, sampling, roots) not
+    /// answered yet, by the id the client saw, with rmcp's own id: an answer to any other
+    /// is another replica's (see `accept_message`).
+    asked: HashMap<RequestId, RequestId>,
 }
 
 impl Activity {
@@ -84,7 +91,7 @@ impl Activity {
         Self {
             last: Instant::now(),
             open_streams: 0,
-            asked: HashSet::new(),
+            asked: HashMap::new(),
         }
     }
 
@@ -139,6 +146,9 @@ pub(crate) struct BoundedSessions {
     max: usize,
     /// The store and messages the replicas share, when the server is one of several.
     bus: Option<Arc<SessionBus>>,
+    /// What this replica puts before the ids of its requests to clients, when it is one of
+    /// several (see the module docs).
+    request_tag: Option<Arc<str>>,
 }
 
 impl BoundedSessions {
@@ -154,6 +164,7 @@ impl BoundedSessions {
             idle_timeout,
             max: max.max(1),
             bus: None,
+            request_tag: None,
         }
     }
 
@@ -162,6 +173,7 @@ impl BoundedSessions {
     /// other replicas publish on `bus` for their sessions.
     pub fn with_shared(mut self, bus: Arc<SessionBus>) -> Self {
         self.bus = Some(bus);
+        self.request_tag = Some(replica_tag().into());
         self
     }
 
@@ -268,22 +280,19 @@ impl BoundedSessions {
     where
         S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     {
-        let guard = OpenStream::new(self.table.clone(), id.clone());
-        stream.map(move |message| {
-            guard.saw(&message);
-            message
-        })
+        let guard = OpenStream::new(self.table.clone(), id.clone(), self.request_tag.clone());
+        stream.map(move |message| guard.saw(message))
     }
 }
 
 impl BoundedSessions {
-    /// Whether this replica sent the client of session `id` the request `request` and
-    /// awaited its answer (now no longer).
-    fn take_asked(&self, id: &SessionId, request: &RequestId) -> bool {
+    /// rmcp's id of the request this replica sent the client of session `id` as `request`,
+    /// if it awaited its answer (now no longer).
+    fn take_asked(&self, id: &SessionId, request: &RequestId) -> Option<RequestId> {
         lock(&self.table)
             .sessions
             .get_mut(id)
-            .is_some_and(|activity| activity.asked.remove(request))
+            .and_then(|activity| activity.asked.remove(request))
     }
 
     /// An answer another replica received for session `id`: given to the session's service
@@ -293,9 +302,10 @@ impl BoundedSessions {
         let Some(request) = answered(&message) else {
             return;
         };
-        if !self.take_asked(&id, request) {
+        let Some(own) = self.take_asked(&id, request) else {
             return;
-        }
+        };
+        let message = with_answered_id(message, own);
         if let Err(err) = self.inner.accept_message(&id, message).await {
             tracing::warn!(session = %id, "an answer from another replica could not be delivered: {err}");
         }
@@ -323,28 +333,65 @@ impl BoundedSessions {
 struct OpenStream {
     table: SharedTable,
     id: SessionId,
+    request_tag: Option<Arc<str>>,
 }
 
 impl OpenStream {
-    fn new(table: SharedTable, id: SessionId) -> Self {
+    fn new(table: SharedTable, id: SessionId, request_tag: Option<Arc<str>>) -> Self {
         if let Some(activity) = lock(&table).sessions.get_mut(&id) {
             activity.open_streams += 1;
             activity.last = Instant::now();
         }
-        Self { table, id }
+        Self {
+            table,
+            id,
+            request_tag,
+        }
     }
 
-    /// `message` is on its way to the client: activity, and a request to await the answer of.
-    fn saw(&self, message: &ServerSseMessage) {
+    /// `message` is on its way to the client: activity, and a request to await the answer
+    /// of, with this replica's tag put before its id.
+    fn saw(&self, mut message: ServerSseMessage) -> ServerSseMessage {
         let mut table = lock(&self.table);
         let Some(activity) = table.sessions.get_mut(&self.id) else {
-            return;
+            return message;
         };
         activity.last = Instant::now();
         if let Some(ServerJsonRpcMessage::Request(request)) = message.message.as_deref() {
-            activity.asked.insert(request.id.clone());
+            let own = request.id.clone();
+            let sent = match &self.request_tag {
+                Some(tag) => RequestId::String(format!("{tag}-{own}").into()),
+                None => own.clone(),
+            };
+            if sent != own {
+                let mut request = request.clone();
+                request.id = sent.clone();
+                message.message = Some(Arc::new(ServerJsonRpcMessage::Request(request)));
+            }
+            activity.asked.insert(sent, own);
         }
+        message
     }
+}
+
+/// A tag for this replica's requests to clients: random, so replicas started from one
+/// command line still differ.
+fn replica_tag() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // std seeds every `RandomState` from the system's randomness.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("r{:016x}", hasher.finish())
+}
+
+/// `message`, a client's answer, with `id` as the id of the request it answers.
+fn with_answered_id(mut message: ClientJsonRpcMessage, id: RequestId) -> ClientJsonRpcMessage {
+    match &mut message {
+        ClientJsonRpcMessage::Response(response) => response.id = id,
+        ClientJsonRpcMessage::Error(error) => error.id = Some(id),
+        _ => {}
+    }
+    message
 }
 
 /// The id of the request a client's message answers, if it is an answer.
@@ -454,15 +501,20 @@ impl SessionManager for BoundedSessions {
     async fn accept_message(
         &self,
         id: &SessionId,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
         self.touch(id);
-        if let (Some(bus), Some(request)) = (&self.bus, answered(&message))
-            && !self.take_asked(id, request)
-        {
-            // An answer to a request another replica sent (a load balancer may send the
-            // answer anywhere): the one that asked takes it from the bus.
-            return bus.answer(id, message).await.map_err(SessionsError::Shared);
+        if let Some(request) = answered(&message) {
+            match (self.take_asked(id, request), &self.bus) {
+                (Some(own), _) => message = with_answered_id(message, own),
+                // An answer to a request another replica sent (a load balancer may send the
+                // answer anywhere): the one that asked takes it from the bus.
+                (None, Some(bus)) => {
+                    return bus.answer(id, message).await.map_err(SessionsError::Shared);
+                }
+                // rmcp tells the client no request has that id.
+                (None, None) => {}
+            }
         }
         let initialized = matches!(
             &message,
@@ -571,35 +623,92 @@ mod tests {
         assert_eq!(sessions.len(), 0, "and its service closed");
     }
 
+    /// Carries a `ping` request with rmcp's id `own` on a stream of session `id`; returns
+    /// the id the client sees.
+    async fn carry(sessions: &BoundedSessions, id: &SessionId, own: i64) -> RequestId {
+        let ping = rmcp::model::ServerRequest::PingRequest(Default::default());
+        let request = ServerJsonRpcMessage::request(ping, RequestId::Number(own));
+        let carried: Vec<_> = sessions
+            .tracked(
+                id,
+                futures::stream::iter([ServerSseMessage::from_message(request)]),
+            )
+            .collect()
+            .await;
+        match carried[0].message.as_deref() {
+            Some(ServerJsonRpcMessage::Request(request)) => request.id.clone(),
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn an_answer_is_taken_once_and_only_for_a_request_this_replica_sent_that_session() {
         let sessions = BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10);
         let asked = open(&sessions).await;
         let other = open(&sessions).await;
-        let ping = rmcp::model::ServerRequest::PingRequest(Default::default());
-        let request = ServerJsonRpcMessage::request(ping, RequestId::Number(7));
-        let carried: Vec<_> = sessions
-            .tracked(
-                &asked,
-                futures::stream::iter([ServerSseMessage::from_message(request)]),
-            )
-            .collect()
-            .await;
-        assert_eq!(carried.len(), 1);
+        let sent = carry(&sessions, &asked, 7).await;
+        assert_eq!(
+            sent,
+            RequestId::Number(7),
+            "alone, a server sends rmcp's ids"
+        );
 
-        assert!(
-            !sessions.take_asked(&other, &RequestId::Number(7)),
+        assert_eq!(
+            sessions.take_asked(&other, &sent),
+            None,
             "another session's id"
         );
-        assert!(
-            !sessions.take_asked(&asked, &RequestId::Number(8)),
+        assert_eq!(
+            sessions.take_asked(&asked, &RequestId::Number(8)),
+            None,
             "an id never sent"
         );
-        assert!(sessions.take_asked(&asked, &RequestId::Number(7)));
-        assert!(
-            !sessions.take_asked(&asked, &RequestId::Number(7)),
+        assert_eq!(
+            sessions.take_asked(&asked, &sent),
+            Some(RequestId::Number(7))
+        );
+        assert_eq!(
+            sessions.take_asked(&asked, &sent),
+            None,
             "answered once only"
         );
+    }
+
+    #[tokio::test]
+    async fn replicas_asking_one_client_at_once_send_different_ids_and_each_takes_its_own_answer() {
+        let records = Arc::new(super::super::shared::tests::Records::default());
+        let replica = || {
+            BoundedSessions::new(DEFAULT_SESSION_IDLE_TIMEOUT, 10)
+                .with_shared(SessionBus::new(records.clone()))
+        };
+        let (first, second) = (replica(), replica());
+        let id = open(&first).await;
+        second.restore_session(id.clone()).await.unwrap();
+
+        // Both number from 0: the client must still see two ids.
+        let (from_first, from_second) = (carry(&first, &id, 0).await, carry(&second, &id, 0).await);
+        assert_ne!(from_first, from_second);
+        assert!(matches!(&from_first, RequestId::String(s) if s.ends_with("-0")));
+
+        assert_eq!(second.take_asked(&id, &from_first), None, "not its request");
+        assert_eq!(
+            first.take_asked(&id, &from_first),
+            Some(RequestId::Number(0))
+        );
+        assert_eq!(
+            second.take_asked(&id, &from_second),
+            Some(RequestId::Number(0))
+        );
+
+        // The answer rmcp reads names rmcp's own id again.
+        let answer = ClientJsonRpcMessage::response(
+            rmcp::model::ClientResult::empty(()),
+            from_first.clone(),
+        );
+        assert!(matches!(
+            with_answered_id(answer, RequestId::Number(0)),
+            ClientJsonRpcMessage::Response(r) if r.id == RequestId::Number(0)
+        ));
     }
 
     #[tokio::test]
