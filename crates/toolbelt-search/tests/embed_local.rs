@@ -13,10 +13,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use embed_support::{Counting, catalog, model_dir};
+use embed_support::{Counting, catalog};
 use serde_json::Value;
 use toolbelt_search::SearchError;
 use toolbelt_search::embed::{Embedder, EmbeddingIndex, LocalEmbedder, MemoryVectorStore};
+use toolbelt_testkit::local_embedder_dir as model_dir;
 
 /// One load per test binary (reading and hashing 90 MB each time would dominate the tests).
 fn embedder() -> LocalEmbedder {

