@@ -47,8 +47,6 @@ impl Session {
         generation: u64,
     ) -> Result<Session, McpError> {
         let limit = config.timeout;
-        // Every transport is tapped for progress (see `progress.rs`).
-        let routes = handler.progress_routes();
         let deliveries = Arc::new(DeliveryLog::default());
         match &config.transport {
             TransportConfig::Stdio {
@@ -64,11 +62,8 @@ impl Session {
                     deliveries.clone(),
                 )?;
                 let diagnostics = child.diagnostics();
-                let started = tokio::time::timeout(
-                    limit,
-                    handler.serve(ProgressTap::new(transport, routes.clone())),
-                )
-                .await;
+                let transport = ProgressTap::new(transport, handler.progress_routes());
+                let started = tokio::time::timeout(limit, handler.serve(transport)).await;
                 let service = match started {
                     Ok(Ok(service)) => service,
                     Ok(Err(err)) => {
@@ -98,16 +93,7 @@ impl Session {
                 let transport = tokio::time::timeout(limit, connect)
                     .await
                     .map_err(|_| McpError::timeout(server, Step::Connect, limit))??;
-                let service = tokio::time::timeout(
-                    limit,
-                    handler.serve(ProgressTap::new(transport, routes.clone())),
-                )
-                .await
-                .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
-                .map_err(|err| init_error(server, err, None))?;
-                Ok(Self::from_service(
-                    service, None, None, deliveries, generation,
-                ))
+                Self::start_http(server, handler, transport, limit, deliveries, generation).await
             }
             TransportConfig::StreamableHttp { url, headers } => {
                 let headers = merged_headers(server, headers, extra_headers)?;
@@ -125,18 +111,32 @@ impl Session {
                     .reinit_on_expired_session(false);
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                let service = tokio::time::timeout(
-                    limit,
-                    handler.serve(ProgressTap::new(transport, routes.clone())),
-                )
+                Self::start_http(server, handler, transport, limit, deliveries, generation).await
+            }
+        }
+    }
+
+    /// Runs the handshake over an HTTP transport (SSE or streamable HTTP), within `limit`.
+    async fn start_http<T>(
+        server: &str,
+        handler: Handler,
+        transport: T,
+        limit: Duration,
+        deliveries: Arc<DeliveryLog>,
+        generation: u64,
+    ) -> Result<Session, McpError>
+    where
+        T: rmcp::transport::Transport<RoleClient> + 'static,
+    {
+        let routes = handler.progress_routes();
+        let service =
+            tokio::time::timeout(limit, handler.serve(ProgressTap::new(transport, routes)))
                 .await
                 .map_err(|_| McpError::timeout(server, Step::Initialize, limit))?
                 .map_err(|err| init_error(server, err, None))?;
-                Ok(Self::from_service(
-                    service, None, None, deliveries, generation,
-                ))
-            }
-        }
+        Ok(Self::from_service(
+            service, None, None, deliveries, generation,
+        ))
     }
 
     fn from_service(
