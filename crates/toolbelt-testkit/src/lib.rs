@@ -224,6 +224,47 @@ pub fn local_embedder_dir() -> std::path::PathBuf {
     dir
 }
 
+/// Runs the calling test again in a child process with no other test beside it, for a test
+/// about process-wide state that tests running in parallel change (the count of writes
+/// through the tools that invalidates cached searches). Returns `true` in that child, which
+/// then runs the test's body; in the parent it fails the test unless the child ran it and
+/// passed, and returns `false`. Pass `module_path!()` and the test function's name.
+///
+/// ```no_run
+/// #[test]
+/// fn counts_every_write() {
+///     if !toolbelt_testkit::alone_in_a_process(module_path!(), "counts_every_write") {
+///         return; // The child ran the body, and passed.
+///     }
+///     // The body, alone in its process.
+/// }
+/// ```
+pub fn alone_in_a_process(module_path: &str, function: &str) -> bool {
+    const CHILD: &str = "TOOLBELT_TEST_ALONE";
+    let name = test_name(module_path, function);
+    if std::env::var(CHILD).as_deref() == Ok(name.as_str()) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = std::process::Command::new(exe)
+        .args(["--exact", &name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, &name)
+        .output()
+        .expect("run the test binary again");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{name} failed in its own process:\n{stdout}\n{stderr}"
+    );
+    // A name that matched no test would pass with nothing run.
+    assert!(
+        stdout.contains("1 passed"),
+        "{name} did not run in its own process:\n{stdout}"
+    );
+    false
+}
+
 /// The name the test harness knows a test by, for running that test alone in a child
 /// process (`current_exe()` with `--exact NAME`): the test's module path inside its test
 /// binary, then the function's name. Pass `module_path!()` from the test's own module.
