@@ -223,6 +223,20 @@ fn python(args: &[&str], token: &str) -> std::process::Command {
     command
 }
 
+/// The client `script` with `args`, stopped after 120 s: an answer lost or mixed up between
+/// the replicas leaves the client waiting for its call, and the limit turns that into a
+/// failure (exit 124) instead of a hang.
+fn limited_client(script: &str, args: &[&str], token: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("timeout");
+    command
+        .arg("120")
+        .arg(toolbelt_testkit::python())
+        .arg(client_script(script))
+        .args(args)
+        .env("TOOLBELT_TEST_TOKEN", token);
+    command
+}
+
 const EDITS: usize = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,15 +377,11 @@ async fn answers_to_an_aggregated_servers_requests_reach_the_replica_that_asked(
     let url = format!("http://{addr}/mcp");
     let token = replicas.token.clone();
     let report = tokio::task::spawn_blocking(move || {
-        // An answer lost between the replicas leaves the client waiting for its call: the
-        // time limit turns that into a failure (exit 124) instead of a hang.
-        let mut command = std::process::Command::new("timeout");
-        command.arg("120").arg(toolbelt_testkit::python());
-        command
-            .arg(client_script("py_client_features.py"))
-            .args(["offered", "http", &url])
-            .env("TOOLBELT_TEST_TOKEN", token);
-        run_client(command)
+        run_client(limited_client(
+            "py_client_features.py",
+            &["offered", "http", &url],
+            &token,
+        ))
     })
     .await
     .unwrap();
@@ -407,13 +417,11 @@ async fn two_replicas_asking_one_client_at_once_each_get_their_own_answer() {
     let url = format!("http://{addr}/mcp");
     let token = replicas.token.clone();
     let report = tokio::task::spawn_blocking(move || {
-        // A mixed-up answer can leave a call waiting: the time limit makes that a failure.
-        let mut command = std::process::Command::new("timeout");
-        command.arg("120");
-        let script = python(&["asked_at_once", &url], &token);
-        command.arg(script.get_program()).args(script.get_args());
-        command.env("TOOLBELT_TEST_TOKEN", &token);
-        run_client(command)
+        run_client(limited_client(
+            "py_replicas.py",
+            &["asked_at_once", &url],
+            &token,
+        ))
     })
     .await
     .unwrap();
