@@ -4,6 +4,7 @@
 
 pub(crate) mod delivery;
 pub(crate) mod http;
+mod lines;
 #[cfg(unix)]
 mod process_group;
 pub(crate) mod sse;

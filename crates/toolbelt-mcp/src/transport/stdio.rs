@@ -22,12 +22,13 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 use toolbelt_core::EnvPolicy;
 
 use super::delivery::DeliveryLog;
+use super::lines::{BoundedLines, Line};
 use crate::error::{FailureKind, McpError, Step};
 
 /// How long a child may take to exit on its own after stdin is closed.
@@ -36,6 +37,12 @@ pub const EXIT_GRACE: Duration = Duration::from_millis(500);
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How many of the child's last stderr lines are kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
+/// The longest line read from a server's stdout (one JSON-RPC message): a longer one ends
+/// the session with a protocol error instead of growing memory until the newline comes.
+pub(crate) const MAX_STDOUT_LINE_BYTES: usize = 32 * 1024 * 1024;
+/// The longest stderr line kept: the rest of a longer line is skipped (the line is logged
+/// cut, with a marker), and draining goes on.
+pub(crate) const MAX_STDERR_LINE_BYTES: usize = 16 * 1024;
 
 /// What the transport learned that the session's error messages should mention.
 #[derive(Debug, Default)]
@@ -75,7 +82,7 @@ pub(crate) struct ChildProcess {
 /// The rmcp transport half over the child's stdin and stdout.
 pub(crate) struct StdioTransport {
     stdin: Arc<Mutex<Option<ChildStdin>>>,
-    stdout: Lines<BufReader<ChildStdout>>,
+    stdout: BoundedLines<ChildStdout>,
     diagnostics: SharedDiagnostics,
     deliveries: Arc<DeliveryLog>,
 }
@@ -143,7 +150,7 @@ pub(crate) fn spawn(
     drain_stderr(server.to_string(), stderr, diagnostics.clone());
     let transport = StdioTransport {
         stdin: Arc::new(Mutex::new(Some(stdin))),
-        stdout: BufReader::new(stdout).lines(),
+        stdout: BoundedLines::new(stdout, MAX_STDOUT_LINE_BYTES),
         diagnostics: diagnostics.clone(),
         deliveries,
     };
@@ -155,15 +162,29 @@ pub(crate) fn spawn(
     Ok((process, transport))
 }
 
-/// Reads the child's stderr line by line into `tracing`, keeping a short tail.
+/// Reads the child's stderr line by line into `tracing`, keeping a short tail. A line
+/// longer than [`MAX_STDERR_LINE_BYTES`] is cut (its rest skipped, never kept) and one that
+/// is not UTF-8 is read lossily, so the pipe is drained to its end whatever comes.
 fn drain_stderr(
     server: String,
     stderr: tokio::process::ChildStderr,
     diagnostics: SharedDiagnostics,
 ) {
     tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
+        let mut lines = BoundedLines::new(stderr, MAX_STDERR_LINE_BYTES);
         while let Ok(Some(line)) = lines.next_line().await {
+            let line = match line {
+                Line::Whole(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Line::TooLong(bytes) => {
+                    if lines.skip_rest_of_line().await.is_err() {
+                        break;
+                    }
+                    format!(
+                        "{}… [cut: the line is longer than {MAX_STDERR_LINE_BYTES} bytes]",
+                        String::from_utf8_lossy(&bytes)
+                    )
+                }
+            };
             tracing::debug!(target: "toolbelt_mcp::stderr", server = %server, "{line}");
             let mut diag = diagnostics.lock().unwrap_or_else(|e| e.into_inner());
             if diag.stderr_tail.len() == STDERR_TAIL_LINES {
@@ -302,17 +323,29 @@ impl Transport<RoleClient> for StdioTransport {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
             match self.stdout.next_line().await {
-                Ok(Some(line)) if line.trim().is_empty() => continue,
-                Ok(Some(line)) => match serde_json::from_str(&line) {
+                Ok(Some(Line::Whole(line))) if line.trim_ascii().is_empty() => continue,
+                Ok(Some(Line::Whole(line))) => match serde_json::from_slice(&line) {
                     Ok(message) => return Some(message),
                     Err(err) => {
                         self.record_protocol_error(format!(
                             "the server wrote something that is not JSON-RPC on stdout: {} ({err})",
-                            quote(&line)
+                            quote(&String::from_utf8_lossy(&line))
                         ));
                         return None;
                     }
                 },
+                // The rest is not read: the session ends here, and the child with it.
+                Ok(Some(Line::TooLong(start))) => {
+                    self.record_protocol_error(format!(
+                        "the server wrote a line longer than the limit of {} bytes on stdout \
+                         (one JSON-RPC message per line): {}",
+                        self.stdout.limit(),
+                        quote(&String::from_utf8_lossy(
+                            &start[..start.len().min(4 * QUOTE_LIMIT)]
+                        ))
+                    ));
+                    return None;
+                }
                 Ok(None) => return None,
                 Err(err) => {
                     self.record_protocol_error(format!(
