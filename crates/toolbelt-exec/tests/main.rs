@@ -7,6 +7,7 @@ mod common;
 mod artifact;
 #[cfg(feature = "s3")]
 mod artifact_s3;
+mod attack_artifacts;
 mod batch;
 mod cache;
 mod lanes;

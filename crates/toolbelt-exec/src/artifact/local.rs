@@ -77,10 +77,15 @@ pub struct FsArtifactStore {
 }
 
 impl FsArtifactStore {
-    /// A store in `dir`, created if missing.
+    /// A store in `dir`, created if missing (readable by this user only: artifacts hold
+    /// whole tool outputs).
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, ToolError> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|err| {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir).map_err(|err| {
             ToolError::failed(format!(
                 "cannot create the artifact directory {}: {err}",
                 dir.display()
@@ -107,7 +112,14 @@ impl ArtifactStore for FsArtifactStore {
         let final_path = self.path_of(&id);
         let temp_path = self.dir.join(format!(".{id}.tmp"));
         let write = async {
-            tokio::fs::write(&temp_path, content.as_bytes()).await?;
+            // A new file (never one planted under the temporary name, nor a link's target).
+            let mut file = own_file_options()
+                .write(true)
+                .create_new(true)
+                .open(&temp_path)
+                .await?;
+            tokio::io::AsyncWriteExt::write_all(&mut file, content.as_bytes()).await?;
+            file.sync_data().await?;
             tokio::fs::rename(&temp_path, &final_path).await
         };
         if let Err(err) = write.await {
@@ -130,7 +142,7 @@ impl ArtifactStore for FsArtifactStore {
         // Only the bytes the slice needs are read, as from object storage.
         let window = window_for(offset, length);
         let read = async {
-            let mut file = tokio::fs::File::open(self.path_of(id)).await?;
+            let mut file = open_own_file(&self.path_of(id)).await?;
             let total = file.metadata().await?.len();
             let start = (window.start as u64).min(total);
             file.seek(std::io::SeekFrom::Start(start)).await?;
@@ -147,9 +159,58 @@ impl ArtifactStore for FsArtifactStore {
                 slice_window(&bytes, start, total, offset, length)
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(unknown_artifact(id)),
+            Err(err) if is_refused_link(&err) => Err(ToolError::failed(format!(
+                "artifact {id} is not read: the store holds a link under its name, not a file \
+                 it wrote"
+            ))),
             Err(err) => Err(ToolError::failed(format!(
                 "cannot read artifact {id}: {err}"
             ))),
         }
     }
+}
+
+/// Open options for the store's own files: a link in the last component is refused
+/// (`O_NOFOLLOW`), opening a FIFO planted under an artifact's name does not block
+/// (`O_NONBLOCK`), and new files are this user's only.
+fn own_file_options() -> tokio::fs::OpenOptions {
+    let mut options = tokio::fs::OpenOptions::new();
+    #[cfg(unix)]
+    options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .mode(0o600);
+    options
+}
+
+/// Opens an artifact's file for reading, if it is a regular file this process's user owns:
+/// the folder may be shared, and a link, FIFO or file that someone else planted in it must
+/// not make `artifact_read` (never asked about: it only reads) return what lies elsewhere.
+/// The checks are made on the open handle, so no swap between check and read can pass them.
+async fn open_own_file(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let file = own_file_options().read(true).open(path).await?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(std::io::Error::other(format!(
+                "the file belongs to user {}, not to this process's user {me}",
+                meta.uid()
+            )));
+        }
+    }
+    Ok(file)
+}
+
+/// Whether `err` is the kernel refusing to follow a link (`O_NOFOLLOW`'s `ELOOP`).
+fn is_refused_link(err: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return err.raw_os_error() == Some(libc::ELOOP);
+    #[cfg(not(unix))]
+    return false;
 }

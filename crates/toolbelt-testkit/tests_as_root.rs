@@ -1,7 +1,8 @@
 //! Tells this crate's tests whether root builds them: a few need root's privileges (making a
 //! device node needs CAP_MKNOD, giving a file away CAP_CHOWN) and are marked ignored, with
-//! that reason, in a build by another user instead of failing there. (toolbelt-builtin and
-//! toolbelt-ext carry the same script.)
+//! that reason, in a build by another user instead of failing there. The build script of
+//! every crate with such tests (`build = "../toolbelt-testkit/tests_as_root.rs"`): one
+//! script, not a copy per crate.
 
 use std::os::unix::fs::MetadataExt;
 
