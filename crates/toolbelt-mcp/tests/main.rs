@@ -7,6 +7,7 @@ mod common;
 mod oauth_support;
 
 mod attack_mcp;
+mod attack_oauth;
 mod attack_stdio_lines;
 mod broker_declaration_size;
 mod broker_everything;

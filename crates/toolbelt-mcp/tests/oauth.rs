@@ -15,11 +15,11 @@ use toolbelt_core::{ToolContext, ToolSet};
 use toolbelt_mcp::auth::login;
 use toolbelt_mcp::{AuthorizeMode, ConnectionConfig, McpToolSet, OAuthConfig, TransportConfig};
 
-fn config(world: &OAuthWorld, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
+pub(crate) fn config(world: &OAuthWorld, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
     config_for(&world.mcp_url, tokens, mode)
 }
 
-fn config_for(url: &str, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
+pub(crate) fn config_for(url: &str, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig {
     ConnectionConfig::new(TransportConfig::streamable_http(url))
         .with_timeout(Duration::from_secs(30))
         .with_oauth(OAuthConfig {
@@ -31,7 +31,7 @@ fn config_for(url: &str, tokens: &Path, mode: AuthorizeMode) -> ConnectionConfig
 
 /// A login (as `toolbelt mcp login` runs it) that follows the authorization in a browser,
 /// for the server of `world`, keeping tokens in `tokens`.
-async fn login_in_browser(
+pub(crate) async fn login_in_browser(
     world: &OAuthWorld,
     tokens: &Path,
 ) -> Result<toolbelt_mcp::auth::LoginOutcome, toolbelt_mcp::McpError> {
@@ -53,7 +53,11 @@ fn preregistered(mut config: ConnectionConfig) -> ConnectionConfig {
 }
 
 /// Calls `tool` with `{"text": text}` on a new connection; the text it answered.
-async fn call(config: ConnectionConfig, tool: &str, text: &str) -> Result<String, String> {
+pub(crate) async fn call(
+    config: ConnectionConfig,
+    tool: &str,
+    text: &str,
+) -> Result<String, String> {
     let set = McpToolSet::builder("protected", config).build().unwrap();
     let ctx = ToolContext::for_call("c1");
     let result = async {

@@ -6,6 +6,12 @@
 //! (HTTP 400) and the wait goes on, so a page that guesses the port cannot inject its own
 //! code (login CSRF); the first request with the right `state` ends the wait and the
 //! listener closes. Requests are read with a size limit and a time limit each.
+//!
+//! Connections are served concurrently, so a connection that sends nothing (another local
+//! program, a browser's speculative preconnect) cannot hold up the real redirect: each has
+//! [`CONNECTION_LIMIT`] to send its request and get its answer, and at most
+//! [`MAX_CONNECTIONS`] are served at once, the oldest being closed to make room for a new
+//! one (so a flood of idle connections cannot keep the real one out either).
 
 use std::time::Duration;
 
@@ -16,8 +22,10 @@ use tokio::net::{TcpListener, TcpStream};
 const CALLBACK_PATH: &str = "/callback";
 /// The most of a request line and headers read from one connection.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
-/// How long one connection may take to send its request.
-const READ_LIMIT: Duration = Duration::from_secs(10);
+/// How long one connection may take to send its request and be answered.
+const CONNECTION_LIMIT: Duration = Duration::from_secs(5);
+/// The most connections served at once.
+const MAX_CONNECTIONS: usize = 32;
 
 /// What the authorization server sent back through the browser.
 #[derive(Debug)]
@@ -55,15 +63,34 @@ impl CallbackListener {
     /// Fails when the server redirects with an `error` (the user declined, the request was
     /// invalid) for this state. Other requests are answered and ignored.
     pub async fn wait(self, expected_state: &str) -> Result<Callback, String> {
+        let expected_state: std::sync::Arc<str> = expected_state.into();
+        let mut serving = tokio::task::JoinSet::new();
+        // In the order they came, to close the oldest when full.
+        let mut arrivals = std::collections::VecDeque::new();
         loop {
-            let (stream, _) = self
-                .listener
-                .accept()
-                .await
-                .map_err(|err| format!("the redirect listener failed: {err}"))?;
-            match answer(stream, expected_state).await {
-                Some(outcome) => return outcome,
-                None => continue,
+            tokio::select! {
+                accepted = self.listener.accept() => {
+                    let (stream, _) = accepted
+                        .map_err(|err| format!("the redirect listener failed: {err}"))?;
+                    arrivals.retain(|handle: &tokio::task::AbortHandle| !handle.is_finished());
+                    if arrivals.len() >= MAX_CONNECTIONS
+                        && let Some(oldest) = arrivals.pop_front()
+                    {
+                        oldest.abort();
+                    }
+                    let state = expected_state.clone();
+                    arrivals.push_back(serving.spawn(async move {
+                        tokio::time::timeout(CONNECTION_LIMIT, answer(stream, &state))
+                            .await
+                            .ok()
+                            .flatten()
+                    }));
+                }
+                Some(served) = serving.join_next(), if !serving.is_empty() => {
+                    if let Ok(Some(outcome)) = served {
+                        return outcome; // dropping the set closes the other connections
+                    }
+                }
             }
         }
     }
@@ -71,10 +98,7 @@ impl CallbackListener {
 
 /// Reads one request and answers it; `Some` ends the wait.
 async fn answer(mut stream: TcpStream, expected_state: &str) -> Option<Result<Callback, String>> {
-    let head = match tokio::time::timeout(READ_LIMIT, read_head(&mut stream)).await {
-        Ok(Some(head)) => head,
-        _ => return None,
-    };
+    let head = read_head(&mut stream).await?;
     let target = head
         .lines()
         .next()
@@ -188,6 +212,28 @@ mod tests {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
             "the listener is closed after one code"
         );
+    }
+
+    #[tokio::test]
+    async fn idle_connections_do_not_hold_up_the_redirect_nor_can_a_flood_keep_it_out() {
+        let listener = CallbackListener::bind(0).await.unwrap();
+        let uri = listener.redirect_uri().to_string();
+        let port = url::Url::parse(&uri).unwrap().port().unwrap();
+        let waiting = tokio::spawn(listener.wait("s"));
+        // More silent connections than are served at once, all still open.
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 5 {
+            idle.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        }
+        // Served one at a time they would hold it for minutes; the guard turns that into a
+        // failure.
+        let answered = tokio::time::timeout(
+            Duration::from_secs(60),
+            get(&uri, "/callback?code=c&state=s"),
+        );
+        assert_eq!(answered.await.expect("the redirect is served"), 200);
+        assert_eq!(waiting.await.unwrap().unwrap().code, "c");
+        drop(idle);
     }
 
     #[tokio::test]

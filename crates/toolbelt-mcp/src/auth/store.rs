@@ -11,9 +11,17 @@
 //! are renamed over it: a crash leaves the old file or the new one, never half of one, and
 //! at no moment can another user read the tokens. The directory is created with mode 0700.
 //! Refreshes take turns across processes through an `flock` on `<file>.lock`.
+//!
+//! The folder is another user's way in: a `<hash>.json` link planted there would make a
+//! process (root's, say) read the link's target as tokens and chmod it, and a planted file
+//! would be used as this user's tokens. So the folder is opened once per operation with
+//! `O_NOFOLLOW` and checked on that handle (this user's, not writable by group or others:
+//! anything else is refused with an error saying so), and every file in it is opened from
+//! the handle with `O_NOFOLLOW` and checked with `fstat` (a regular file of this user's, at
+//! most 1 MiB; mode bits are tightened on the handle, never through a path).
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,12 +94,26 @@ impl TokenFile {
 
     /// The record, if the file exists and belongs to this server.
     pub fn read(&self) -> Result<Option<TokenRecord>, String> {
-        let text = match std::fs::read(&self.path) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(format!("cannot read {}: {err}", self.path.display())),
+        let Some(folder) = Folder::open(self.dir()?, false)? else {
+            return Ok(None);
         };
-        self.tighten_permissions();
+        let mut file = match folder.open_file(self.name(), libc::O_RDONLY | libc::O_NONBLOCK, 0) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(refusal(&self.path, "token file", &err)),
+        };
+        check_token_file(&file, &self.path)?;
+        let mut text = Vec::new();
+        (&mut file)
+            .take(MAX_TOKEN_FILE_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|err| format!("cannot read {}: {err}", self.path.display()))?;
+        if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
+            return Err(format!(
+                "{} is larger than {MAX_TOKEN_FILE_BYTES} bytes: not a token file",
+                self.path.display()
+            ));
+        }
         let record: TokenRecord = serde_json::from_slice(&text)
             .map_err(|err| format!("{} is not a token file: {err}", self.path.display()))?;
         if record.url != self.url {
@@ -101,53 +123,44 @@ impl TokenFile {
         Ok(Some(record))
     }
 
-    /// A file another user could read (copied in, or made before a umask change) is made
-    /// private before its tokens are used.
-    fn tighten_permissions(&self) {
-        if let Ok(meta) = std::fs::metadata(&self.path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            tracing::warn!(
-                "{} was readable by other users; setting mode 0600",
-                self.path.display()
-            );
-            let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600));
-        }
+    /// The folder the file is in.
+    fn dir(&self) -> Result<&Path, String> {
+        self.path
+            .parent()
+            .ok_or_else(|| format!("{} has no directory", self.path.display()))
+    }
+
+    /// The file's name in its folder.
+    fn name(&self) -> &std::ffi::OsStr {
+        self.path.file_name().unwrap_or_default()
     }
 
     /// Replaces the file with `record`, atomically and with mode 0600.
     pub fn write(&self, record: &TokenRecord) -> Result<(), String> {
-        let dir = self
-            .path
-            .parent()
-            .ok_or_else(|| format!("{} has no directory", self.path.display()))?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        let folder = Folder::open(self.dir()?, true)?.ok_or("the token folder vanished")?;
         let text = serde_json::to_vec_pretty(record).map_err(|err| err.to_string())?;
         // Unique per process and per write, so concurrent writers never share a temp file.
         static WRITES: AtomicU64 = AtomicU64::new(0);
-        let temp = dir.join(format!(
+        let temp = format!(
             ".{}.{}.{}.tmp",
-            self.path.file_name().unwrap_or_default().to_string_lossy(),
+            self.name().to_string_lossy(),
             std::process::id(),
             WRITES.fetch_add(1, Ordering::Relaxed)
-        ));
+        );
         let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
+            let mut file = folder.open_file(
+                temp.as_ref(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+                0o600,
+            )?;
             file.write_all(&text)?;
             file.sync_all()?;
-            std::fs::rename(&temp, &self.path)?;
-            std::fs::File::open(dir)?.sync_all()
+            // A link planted under the file's name is replaced, never written through.
+            folder.rename(temp.as_ref(), self.name())?;
+            folder.sync()
         })();
         if let Err(err) = written {
-            let _ = std::fs::remove_file(&temp);
+            let _ = folder.unlink(temp.as_ref());
             return Err(format!("cannot write {}: {err}", self.path.display()));
         }
         Ok(())
@@ -155,12 +168,23 @@ impl TokenFile {
 
     /// Deletes the file and its refresh lock (logging out); a missing file is not an error.
     pub fn remove(&self) -> Result<bool, String> {
-        let _ = std::fs::remove_file(self.path.with_extension("lock"));
-        match std::fs::remove_file(&self.path) {
+        let Some(folder) = Folder::open(self.dir()?, false)? else {
+            return Ok(false);
+        };
+        let _ = folder.unlink(self.lock_name().as_ref());
+        match folder.unlink(self.name()) {
             Ok(()) => Ok(true),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(err) => Err(format!("cannot remove {}: {err}", self.path.display())),
         }
+    }
+
+    /// The name of the file whose `flock` serialises refreshes across processes.
+    fn lock_name(&self) -> String {
+        format!(
+            "{}.lock",
+            self.path.file_stem().unwrap_or_default().to_string_lossy()
+        )
     }
 
     fn update(&self, change: impl FnOnce(&mut TokenRecord)) -> Result<(), AuthError> {
@@ -178,24 +202,16 @@ impl TokenFile {
     }
 }
 
-/// Opens (creating, mode 0600) and exclusively locks `path`; closing the file unlocks it.
-fn lock_file(path: &Path) -> Result<std::fs::File, String> {
+/// Opens (creating, mode 0600, never through a link) and exclusively locks `name` in the
+/// token folder `dir`; closing the file unlocks it.
+fn lock_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
     use std::os::fd::AsRawFd;
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    let path = dir.join(name);
+    let folder = Folder::open(dir, true)?.ok_or("the token folder vanished")?;
+    let file = folder
+        .open_file(name.as_ref(), libc::O_RDWR | libc::O_CREAT, 0o600)
+        .map_err(|err| refusal(&path, "lock file", &err))?;
+    check_owned_regular(&file, &path, "lock file")?;
     loop {
         // SAFETY: flock on a descriptor this function owns; no memory is involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -206,6 +222,175 @@ fn lock_file(path: &Path) -> Result<std::fs::File, String> {
             return Err(format!("cannot lock {}: {err}", path.display()));
         }
     }
+}
+
+/// The most a token file may hold (a real one is a few KiB).
+const MAX_TOKEN_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The token folder, opened without following a link and checked on its handle, so what was
+/// checked is what the files are opened in (see the module docs).
+struct Folder {
+    handle: std::fs::File,
+}
+
+impl Folder {
+    /// Opens `dir`, first creating it (mode 0700) when `create`; `None` when it does not
+    /// exist and `create` is false. Refuses a link, another user's folder, and a folder
+    /// other users may write to.
+    fn open(dir: &Path, create: bool) -> Result<Option<Self>, String> {
+        if create {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        }
+        let handle = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir)
+        {
+            Ok(handle) => handle,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
+            Err(err) => return Err(refusal(dir, "token folder", &err)),
+        };
+        let meta = handle
+            .metadata()
+            .map_err(|err| format!("cannot inspect {}: {err}", dir.display()))?;
+        let refuse = |why: String| {
+            Err(format!(
+                "refusing the OAuth token folder {}: {why}; use a folder of your own that only \
+                 you can write (chmod 700), or name one with {TOKEN_DIR_VAR}",
+                dir.display()
+            ))
+        };
+        if meta.uid() != effective_uid() {
+            return refuse(format!("it belongs to another user (uid {})", meta.uid()));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return refuse(format!(
+                "other users may write to it (mode {:o})",
+                meta.mode() & 0o7777
+            ));
+        }
+        Ok(Some(Self { handle }))
+    }
+
+    /// Opens `name` in the folder with `flags` (and `mode` when creating), never following
+    /// a link: a link there fails with `ELOOP`.
+    fn open_file(
+        &self,
+        name: &std::ffi::OsStr,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+    ) -> std::io::Result<std::fs::File> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let name = c_name(name)?;
+        // SAFETY: `name` is a valid C string and the folder's descriptor is open; the result
+        // is checked before it is owned.
+        let fd = unsafe {
+            libc::openat(
+                self.handle.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                libc::c_uint::from(mode),
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+
+    /// Renames `from` to `to` inside the folder (replacing `to`, link or not).
+    fn rename(&self, from: &std::ffi::OsStr, to: &std::ffi::OsStr) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (from, to) = (c_name(from)?, c_name(to)?);
+        let fd = self.handle.as_raw_fd();
+        // SAFETY: valid C strings and an open descriptor.
+        if unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes `name` from the folder (a link itself, never its target).
+    fn unlink(&self, name: &std::ffi::OsStr) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let name = c_name(name)?;
+        // SAFETY: a valid C string and an open descriptor.
+        if unsafe { libc::unlinkat(self.handle.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Makes the folder's entries (a rename) durable.
+    fn sync(&self) -> std::io::Result<()> {
+        self.handle.sync_all()
+    }
+}
+
+/// A file name as C wants it; a name with a NUL byte cannot be a token file's.
+fn c_name(name: &std::ffi::OsStr) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in a file name"))
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why `path` (a `what`) could not be opened; a link gets a message of its own.
+fn refusal(path: &Path, what: &str, err: &std::io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::ELOOP) => format!(
+            "refusing the OAuth {what} {}: it is a symbolic link (token files are never opened \
+             through one)",
+            path.display()
+        ),
+        _ => format!("cannot open the OAuth {what} {}: {err}", path.display()),
+    }
+}
+
+/// Checks, on the open handle, that `file` is a regular file of this user's.
+fn check_owned_regular(file: &std::fs::File, path: &Path, what: &str) -> Result<(), String> {
+    let meta = file
+        .metadata()
+        .map_err(|err| format!("cannot inspect {}: {err}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "refusing the OAuth {what} {}: it is not a regular file",
+            path.display()
+        ));
+    }
+    if meta.uid() != effective_uid() {
+        return Err(format!(
+            "refusing the OAuth {what} {}: it belongs to another user (uid {})",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    Ok(())
+}
+
+/// A token file is this user's regular file; one that others could read (copied in, or
+/// made before a umask change) is made private, on its handle, before its tokens are used.
+fn check_token_file(file: &std::fs::File, path: &Path) -> Result<(), String> {
+    check_owned_regular(file, path, "token file")?;
+    let mode = file.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            "{} was readable by other users; setting mode 0600",
+            path.display()
+        );
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[async_trait::async_trait]
@@ -230,8 +415,12 @@ impl CredentialStore for TokenFile {
     /// the refreshed tokens are saved.
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
         let in_process = self.lock.clone().lock_owned().await;
-        let path = self.path.with_extension("lock");
-        let across_processes = tokio::task::spawn_blocking(move || lock_file(&path))
+        let dir = self
+            .dir()
+            .map_err(AuthError::CredentialStoreError)?
+            .to_path_buf();
+        let name = self.lock_name();
+        let across_processes = tokio::task::spawn_blocking(move || lock_file(&dir, &name))
             .await
             .map_err(|err| AuthError::CredentialStoreError(err.to_string()))?
             .map_err(AuthError::CredentialStoreError)?;
