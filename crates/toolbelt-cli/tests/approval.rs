@@ -37,11 +37,17 @@ async fn run_asks_on_the_terminal_and_a_no_refuses_the_call() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
     assert!(
-        stderr.lines().any(|l| l.starts_with("allow Write(")
-            && l.contains("new.txt")
-            && l.ends_with("? [y/N] n")),
+        stderr.lines().any(|l| l == "allow Write? [y/N/s] n"),
         "no question in:\n{stderr}"
     );
+    // Each argument on a line of its own, whole.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("  file_path: ") && l.ends_with("/new.txt")),
+        "{stderr}"
+    );
+    assert!(stderr.lines().any(|l| l == "  content: hello"), "{stderr}");
     assert_eq!(written(dir.path()), None, "a refused call must not run");
     assert!(
         stderr.lines().any(|l| l.starts_with("✗ Write(")),
@@ -63,7 +69,7 @@ async fn run_runs_the_call_after_a_yes_on_the_terminal() {
     let out = output_on_terminal(command, "y\n").await;
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
-    assert!(stderr.contains("allow Write("), "{stderr}");
+    assert!(stderr.contains("allow Write?"), "{stderr}");
     assert_eq!(written(dir.path()).as_deref(), Some("hello"));
     assert!(
         stderr.lines().any(|l| l.starts_with("✓ Write(")),
@@ -84,7 +90,7 @@ async fn yes_and_approval_never_run_the_call_without_asking() {
         let out = output(command, "").await;
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{flags:?}: {stderr}");
-        assert!(!stderr.contains("allow Write("), "{stderr}");
+        assert!(!stderr.contains("allow Write?"), "{stderr}");
         assert_eq!(written(dir.path()).as_deref(), Some("hello"), "{flags:?}");
         assert_eq!(text(&out.stdout), "Written.\n");
     }
@@ -136,7 +142,7 @@ async fn on_write_lets_read_only_tools_run_and_always_asks_for_them_too() {
         let out = output_on_terminal(command, "n\n").await;
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
-        assert_eq!(stderr.contains("allow Read("), asked, "{flags:?}: {stderr}");
+        assert_eq!(stderr.contains("allow Read?"), asked, "{flags:?}: {stderr}");
         let result = tool_contents(&server.requests()[1]).remove(0);
         assert_eq!(result.contains("beta"), !asked, "{flags:?}: {result}");
     }
@@ -158,7 +164,7 @@ async fn chat_asks_on_the_terminal_and_respects_a_no() {
     let out = output_on_terminal(command, "write new.txt\nn\nthanks\n/exit\n").await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
-    assert!(stderr.contains("allow Write("), "{stderr}");
+    assert!(stderr.contains("allow Write?"), "{stderr}");
     assert_eq!(written(dir.path()), None, "a refused call must not run");
     assert!(
         stderr.lines().any(|l| l.starts_with("✗ Write(")),
@@ -189,7 +195,7 @@ async fn chat_runs_the_call_after_a_yes_and_with_yes_never_asks() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
         assert_eq!(written(dir.path()).as_deref(), Some("hello"), "{flag:?}");
-        assert_eq!(stderr.contains("allow Write("), flag.is_none(), "{stderr}");
+        assert_eq!(stderr.contains("allow Write?"), flag.is_none(), "{stderr}");
         assert_eq!(text(&out.stdout), "Written.\n");
     }
 }

@@ -8,6 +8,7 @@ mod ui_support;
 
 mod agents_file;
 mod approval;
+mod attack_approval;
 mod attack_lost_update;
 mod attack_serve;
 mod attack_ui;

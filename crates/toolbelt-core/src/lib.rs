@@ -82,6 +82,7 @@ pub mod schema;
 mod stream;
 mod tool;
 mod toolset;
+mod visible;
 
 pub use canonical::write_canonical_json;
 pub use context::{Extensions, ToolContext};
@@ -100,6 +101,7 @@ pub use stream::{
 };
 pub use tool::{DynTool, Tool};
 pub use toolset::{DynToolSet, StaticToolSet, ToolSet};
+pub use visible::{has_hidden, visible};
 
 /// A JSON object (a schema, `_meta`, arguments).
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

@@ -459,8 +459,12 @@ fn last_line(text: &str) -> Option<String> {
         .map(|l| clip(&one_line(l), NOTE_CHARS))
 }
 
+/// `text` on one line, with what a terminal would interpret written out
+/// ([`toolbelt::visible`]): these lines show what models and tools sent, and an escape
+/// sequence in them could otherwise hide or rewrite the lines around, the approval
+/// question included.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    toolbelt::visible(&text.split_whitespace().collect::<Vec<_>>().join(" ")).into_owned()
 }
 
 fn clip(text: &str, max: usize) -> String {

@@ -107,8 +107,83 @@ pub async fn output_to_terminal(mut command: Command) -> (std::process::ExitStat
     .expect("join")
 }
 
+/// Runs `command` in a terminal window: stdin, stdout and stderr are one pseudo-terminal,
+/// `typed` is typed into it before the command starts; returns the exit status and every
+/// byte the terminal showed, as [`output_to_terminal`] does.
+pub async fn session_on_terminal(
+    mut command: Command,
+    typed: &str,
+) -> (std::process::ExitStatus, Vec<u8>) {
+    let typed = typed.to_string();
+    tokio::task::spawn_blocking(move || {
+        let (mut master, slave) = open_pty();
+        master
+            .write_all(typed.as_bytes())
+            .expect("type into the terminal");
+        let out = slave.try_clone().expect("clone the pty slave");
+        let err = slave.try_clone().expect("clone the pty slave");
+        command
+            .stdin(Stdio::from(slave))
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        let mut child = command.spawn().expect("start toolbelt");
+        drop(command);
+        let reader = std::thread::spawn(move || {
+            let mut shown = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                match master.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => shown.extend_from_slice(&chunk[..n]),
+                }
+            }
+            shown
+        });
+        let status = child.wait().expect("wait for toolbelt");
+        (status, reader.join().expect("the terminal reader"))
+    })
+    .await
+    .expect("join")
+}
+
+/// What a terminal emulator (pyte, a VT100/xterm emulator from PyPI in the test venv) shows
+/// after receiving `bytes`: the screen's lines, trailing blanks removed. What a person
+/// reads, escape sequences applied, rather than the bytes that were sent.
+pub fn screen(bytes: &[u8]) -> Vec<String> {
+    const SCRIPT: &str = r#"
+import sys, pyte
+screen = pyte.Screen(220, 200)
+stream = pyte.ByteStream(screen)
+stream.feed(sys.stdin.buffer.read())
+for line in screen.display:
+    print(line.rstrip())
+"#;
+    let mut child = Command::new(toolbelt_testkit::python())
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start python");
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "pyte failed (install it with .ci/install-peers, tests/peers/requirements.txt): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
 /// A new pseudo-terminal: (master, slave), neither the controlling terminal of this process.
-fn open_pty() -> (File, OwnedFd) {
+pub fn open_pty() -> (File, OwnedFd) {
     // SAFETY: plain libc calls on descriptors this function owns; every result is checked.
     unsafe {
         let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
