@@ -38,6 +38,7 @@ mod cache;
 mod mcp;
 pub mod rules;
 pub mod skills;
+pub mod yaml;
 
 pub use cache::CacheExtension;
 pub use mcp::McpExtension;

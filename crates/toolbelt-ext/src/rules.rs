@@ -161,14 +161,8 @@ pub async fn find_rules(dir: &Path, config: RulesConfig) -> Rules {
             if std::fs::symlink_metadata(&path).is_err() {
                 continue;
             }
-            if let Err(e) = check_owner(&path, owner) {
-                rules
-                    .warnings
-                    .push(format!("rules file {} not read: {e}", path.display()));
-                continue;
-            }
             let relative = path.strip_prefix(root).unwrap_or(&path);
-            let text = match read_capped(ops, &relative.to_string_lossy(), config).await {
+            let text = match read_capped(ops, &relative.to_string_lossy(), config, owner).await {
                 Ok(text) => text,
                 Err(e) => {
                     rules
@@ -227,17 +221,21 @@ pub async fn find_rules(dir: &Path, config: RulesConfig) -> Rules {
 }
 
 /// The file's text cut to the per-file cap, and its full length. Files larger than
-/// [`MAX_READ_BYTES`] are not read at all.
+/// [`MAX_READ_BYTES`] are not read at all. The owner is checked on the handle the bytes were
+/// read from: a check by path before the read could be raced by swapping the file for
+/// another user's between the two (`renameat2(RENAME_EXCHANGE)` in a shared folder).
 async fn read_capped(
     ops: &LocalFileOps,
     relative: &str,
     config: RulesConfig,
+    owner: Option<u32>,
 ) -> Result<(String, usize), String> {
     let path = ops.resolve(relative).map_err(|e| e.to_string())?;
     let contents = ops
         .read(&path, Some(MAX_READ_BYTES))
         .await
         .map_err(|e| e.to_string())?;
+    check_owner(contents.stat.owner, owner)?;
     let full_len = contents.bytes.len();
     let text = String::from_utf8_lossy(&contents.bytes);
     Ok((cut_at(&text, config.max_file_bytes).to_string(), full_len))
@@ -259,21 +257,16 @@ fn project_owner(dir: &Path) -> Option<u32> {
 
 /// A rules file must belong to the project's owner or to root: in a folder others may write
 /// (`/tmp` above a project outside a repository), another user could plant one (as Git
-/// refuses a repository another user owns).
-fn check_owner(path: &Path, owner: Option<u32>) -> Result<(), String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let Some(owner) = owner else { return Ok(()) };
-        let uid = std::fs::metadata(path).map_err(|e| e.to_string())?.uid();
-        if uid != owner && uid != 0 {
-            return Err(format!(
-                "it belongs to user {uid}, not to the project's owner ({owner}) or root"
-            ));
-        }
+/// refuses a repository another user owns). `file_owner` comes from the open handle.
+fn check_owner(file_owner: Option<u32>, owner: Option<u32>) -> Result<(), String> {
+    let (Some(uid), Some(owner)) = (file_owner, owner) else {
+        return Ok(());
+    };
+    if uid != owner && uid != 0 {
+        return Err(format!(
+            "it belongs to user {uid}, not to the project's owner ({owner}) or root"
+        ));
     }
-    #[cfg(not(unix))]
-    let _ = (path, owner);
     Ok(())
 }
 

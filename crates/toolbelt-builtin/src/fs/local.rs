@@ -388,5 +388,6 @@ fn stat_from(st: &rustix::fs::Stat) -> FileStat {
         size: st.st_size as u64,
         modified,
         mode: st.st_mode & 0o7777,
+        owner: Some(st.st_uid),
     }
 }

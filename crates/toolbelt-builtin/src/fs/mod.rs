@@ -66,6 +66,9 @@ pub struct FileStat {
     pub modified: Option<SystemTime>,
     /// Unix permission bits (`0o644`), or 0 when the backend has none.
     pub mode: u32,
+    /// The owner's user id, when the backend knows it. From the open handle for a read, so
+    /// a check of it is a check of the file whose bytes were read (see `toolbelt-ext`'s rules).
+    pub owner: Option<u32>,
 }
 
 /// A file's bytes and the metadata they were read with.

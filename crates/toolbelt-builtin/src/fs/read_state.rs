@@ -505,6 +505,7 @@ mod tests {
             size,
             modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1)),
             mode: 0o644,
+            owner: None,
         }
     }
 

@@ -50,39 +50,6 @@ pub(crate) struct Parsed {
     pub(crate) warnings: Vec<String>,
 }
 
-/// The deepest nesting front matter may have: the YAML parser takes minutes on a few hundred
-/// KiB nested thousands deep, so a hostile SKILL.md is refused before it is parsed.
-const MAX_NESTING: usize = 64;
-
-/// Why `yaml` nests too deep to be parsed, if it does: `[`/`{` opened (counted outside
-/// quotes only roughly: a string holding 64 brackets is refused too) or indentation levels.
-fn too_deep(yaml: &str) -> Option<String> {
-    let mut depth = 0usize;
-    let mut deepest = 0usize;
-    for c in yaml.chars() {
-        match c {
-            '[' | '{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    let indent = yaml
-        .lines()
-        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
-        .max()
-        .unwrap_or(0);
-    if deepest > MAX_NESTING || indent > 2 * MAX_NESTING {
-        return Some(format!(
-            "nests deeper than {MAX_NESTING} levels (brackets or indentation); a skill's \
-             front matter is a short mapping"
-        ));
-    }
-    None
-}
-
 /// Parses and checks `text`, the contents of `file` in the folder named `folder`.
 pub(crate) fn parse(file: &Path, folder: &str, text: &str) -> Result<Parsed, SkillError> {
     let error = |field: &str, problem: String| SkillError::new(file, field, problem);
@@ -92,11 +59,8 @@ pub(crate) fn parse(file: &Path, folder: &str, text: &str) -> Result<Parsed, Ski
             "SKILL.md must start with a YAML front matter block between two `---` lines".into(),
         )
     })?;
-    if let Some(problem) = too_deep(yaml) {
-        return Err(error("front matter", problem));
-    }
-    let value: Value = serde_norway::from_str(yaml)
-        .map_err(|e| error("front matter", format!("not valid YAML: {e}")))?;
+    let value: Value =
+        crate::yaml::from_str_bounded(yaml).map_err(|problem| error("front matter", problem))?;
     let map: Mapping = match value {
         Value::Mapping(map) => map,
         Value::Null => Mapping::new(),
