@@ -183,7 +183,7 @@ pub fn load(path: &Path) -> Result<Agents, CliError> {
         .map(str::to_ascii_lowercase);
     let file: AgentsFile = match extension.as_deref() {
         Some("toml") => toml::from_str(&text).map_err(|e| format!("{e}")),
-        Some("yaml" | "yml") => serde_norway::from_str(&text).map_err(|e| format!("{e}")),
+        Some("yaml" | "yml") => toolbelt_ext::yaml::from_str_bounded(&text),
         _ => {
             return Err(CliError::usage(format!(
                 "--agents {shown}: the file must end in .toml, .yaml or .yml (that is how its \
