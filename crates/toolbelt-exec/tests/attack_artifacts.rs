@@ -7,14 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolbelt_core::{ToolContext, ToolError};
-use toolbelt_exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ArtifactStore, Executor, FsArtifactStore};
+use toolbelt_exec::{
+    ARTIFACT_READ_TOOL, ArtifactOffload, ArtifactStore, Executor, FsArtifactStore,
+};
 
 /// An executor offering `artifact_read` over `store`.
 fn reader(store: Arc<FsArtifactStore>) -> Executor {
     let registry = Arc::new(toolbelt_exec::Registry::new());
     let offload = ArtifactOffload::new(store);
     registry.register(offload.read_tool()).unwrap();
-    Executor::builder(registry).artifact_offload(offload).build()
+    Executor::builder(registry)
+        .artifact_offload(offload)
+        .build()
 }
 
 async fn read(executor: &Executor, id: &str) -> Result<String, ToolError> {
@@ -31,9 +35,17 @@ async fn a_link_planted_under_an_artifacts_name_is_not_followed() {
     let outside = dir.path().join("outside.txt");
     std::fs::write(&outside, "SECRET OUTSIDE THE STORE\n").unwrap();
     let store = Arc::new(FsArtifactStore::new(dir.path().join("artifacts")).unwrap());
-    let real = store.put("t", "the tool's own output".into()).await.unwrap();
+    let real = store
+        .put("t", "the tool's own output".into())
+        .await
+        .unwrap();
     let executor = reader(store.clone());
-    assert!(read(&executor, &real.id).await.unwrap().contains("own output"));
+    assert!(
+        read(&executor, &real.id)
+            .await
+            .unwrap()
+            .contains("own output")
+    );
 
     // A new name, and an existing artifact replaced by a link.
     std::os::unix::fs::symlink(&outside, store.dir().join("planted.txt")).unwrap();
@@ -61,7 +73,12 @@ async fn a_fifo_planted_under_an_artifacts_name_does_not_stall_the_read() {
     let result = tokio::time::timeout(Duration::from_secs(30), read(&executor, "fifo"))
         .await
         .expect("artifact_read stalled on a FIFO");
-    assert!(result.unwrap_err().to_string().contains("not a regular file"));
+    assert!(
+        result
+            .unwrap_err()
+            .to_string()
+            .contains("not a regular file")
+    );
 }
 
 #[tokio::test]
