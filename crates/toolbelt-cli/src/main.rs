@@ -78,10 +78,20 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::from(common::EXIT_USAGE);
     };
+    // Before any thread starts, and after clap has copied the arguments: this process's own
+    // secrets (API keys, serve's token) out of what the processes it starts can read of it.
+    // SAFETY: only this thread runs, and nothing reads the arguments again.
+    let sealed = unsafe { toolbelt::core::seal_secrets() };
     let logging = match common::init_logging(&cli.log_level) {
         Ok(logging) => logging,
         Err(err) => return common::finish(Err(err)),
     };
+    tracing::debug!(
+        variables = ?sealed.variables,
+        arguments = sealed.arguments,
+        non_dumpable = sealed.non_dumpable,
+        "secrets sealed"
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

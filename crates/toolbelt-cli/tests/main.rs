@@ -10,6 +10,7 @@ mod agents_file;
 mod approval;
 mod attack_approval;
 mod attack_lost_update;
+mod attack_secrets;
 mod attack_serve;
 mod attack_ui;
 mod cli_basics;

@@ -168,7 +168,7 @@ impl EnvPolicy {
     }
 }
 
-fn matches_any<S: AsRef<str>>(patterns: &[S], name: &str) -> bool {
+pub(crate) fn matches_any<S: AsRef<str>>(patterns: &[S], name: &str) -> bool {
     patterns.iter().any(|p| wildcard_match(p.as_ref(), name))
 }
 

@@ -79,6 +79,7 @@ mod output;
 mod progress;
 mod retry;
 pub mod schema;
+mod seal;
 mod stream;
 mod tool;
 mod toolset;
@@ -95,6 +96,7 @@ pub use name::{MAX_TOOL_NAME_LEN, ToolName};
 pub use output::{ContentBlock, Payload, ToolOutput};
 pub use progress::{DynProgressSink, ProgressSink, ProgressUpdate};
 pub use retry::RetryPolicy;
+pub use seal::{Sealed, seal_secrets};
 pub use stream::{
     ChunkMetadata, StreamChunk, StreamClosed, StreamSender, ToolStream, collect_stream,
     single_chunk_stream, tool_stream,
