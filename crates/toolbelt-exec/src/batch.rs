@@ -361,7 +361,28 @@ impl Executor {
             .collect();
 
         let mut pool: Vec<Planned<'_>> = Vec::new();
+        let max_calls = match config.max_batch_calls {
+            0 => usize::MAX,
+            n => n,
+        };
         for (index, call) in calls.iter().enumerate() {
+            if index >= max_calls {
+                let reason = format!(
+                    "not run: this turn made {} tool calls and one turn may make at most \
+                     {max_calls}; make fewer calls at a time",
+                    calls.len()
+                );
+                let result = CallResult {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    result: Err(ToolError::rejected(reason)),
+                    repaired_arguments: None,
+                    artifact: None,
+                    duration: Default::default(),
+                };
+                events.done(index, BatchItem::Done(result)).await;
+                continue;
+            }
             let tool = source.resolve(&call.name);
             if let Some(filter) = &options.filter
                 && !filter.executes(call, tool.as_deref())

@@ -177,7 +177,7 @@ pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets}
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
 pub use cache::{CACHE_META_KEY, CacheStats, ResultCache};
 pub use call::{BatchItem, CallResult, ToolCall};
-pub use config::ExecutorConfig;
+pub use config::{DEFAULT_MAX_BATCH_CALLS, ExecutorConfig};
 pub use events::{BatchEvent, BatchStream};
 pub use executor::{Executor, ExecutorBuilder};
 pub use hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};

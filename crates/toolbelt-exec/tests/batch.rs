@@ -464,3 +464,53 @@ async fn a_run_that_sets_no_mode_gets_the_executors_mode() {
         "the run's Serial mode overrides it"
     );
 }
+
+#[tokio::test]
+async fn a_turn_past_the_call_cap_runs_the_first_calls_and_answers_the_rest_with_why() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let registry = Arc::new(Registry::new());
+    registry
+        .register(tool(
+            "count",
+            any_object(),
+            ToolMeta {
+                concurrency_safe: Some(true),
+                ..ToolMeta::default()
+            },
+            move |_, _| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolOutput::text("ok"))
+                }
+            },
+        ))
+        .unwrap();
+    let cap = toolbelt_exec::DEFAULT_MAX_BATCH_CALLS;
+    let calls: Vec<ToolCall> = (0..cap + 44)
+        .map(|i| ToolCall::new(format!("call_{i}"), "count", "{}"))
+        .collect();
+    let items = Executor::new(registry)
+        .execute_batch(
+            &ToolContext::new(),
+            &calls,
+            &BatchOptions::new().mode(ExecutionMode::Parallel),
+        )
+        .await;
+    assert_eq!(ran.load(Ordering::SeqCst), cap);
+    assert_eq!(items.len(), calls.len());
+    for (i, (item, call)) in items.iter().zip(&calls).enumerate() {
+        assert_eq!(item.call_id(), call.id);
+        let BatchItem::Done(CallResult { result, .. }) = item else {
+            panic!("call {i} was handed back");
+        };
+        if i < cap {
+            assert!(result.is_ok(), "{i}: {result:?}");
+        } else {
+            let err = result.as_ref().unwrap_err();
+            assert!(matches!(err, ToolError::Rejected { .. }), "{err:?}");
+            assert!(err.to_string().contains(&format!("at most {cap}")), "{err}");
+        }
+    }
+}
