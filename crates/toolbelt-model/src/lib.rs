@@ -138,10 +138,14 @@
 #![warn(missing_docs)]
 
 mod assemble;
+mod declare;
+mod dialect;
 mod error;
+mod http;
 mod message;
 mod model;
 mod openai;
+mod provider;
 mod request;
 mod response;
 mod retry;
@@ -151,14 +155,20 @@ mod trace;
 mod wire;
 
 pub use assemble::MessageAssembler;
+pub use declare::{ToolDialect, WireTools, strip_added_nulls, wire_tools};
 pub use error::ModelError;
-pub use message::{ContentPart, FunctionCall, Message, Role, ToolCall};
+pub use message::{ContentPart, FunctionCall, Message, ReplayItem, Role, ToolCall};
 pub use model::{DynModel, Model, ResponseStream};
 pub use openai::{
     ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_MODEL_IMAGES, OPENAI_DEFAULT_BASE_URL, OpenAiConfig,
     OpenAiModel,
 };
+pub use provider::{Provider, ProviderModel, connect};
 pub use request::{GenerationConfig, Request, ToolChoice};
 pub use response::{Delta, FinishReason, Response, ToolCallDelta, Usage};
 pub use retry::{RetryNotice, RetryObserver};
 pub use toolbelt_core::RetryPolicy;
+
+/// The key the agent records in place of tool-call arguments that were not JSON; sent as
+/// such to providers that want arguments as an object.
+pub(crate) const MALFORMED_ARGUMENTS: &str = "_malformed_arguments";

@@ -127,6 +127,47 @@ pub struct Message {
     /// [`crate::Model::accepts_images`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<ContentPart>,
+    /// What a provider needs sent back with this assistant message on later turns
+    /// (Anthropic's thinking blocks, OpenAI Responses' reasoning items, Gemini's thought
+    /// signatures), kept verbatim and tagged with the provider that wrote it, so a stored
+    /// session can go on with that provider or with any other (which skips it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<ReplayItem>,
+    /// On a `tool` message: the tool failed. Providers with a field for it (Anthropic's
+    /// `is_error`) are told; chat completions only see the text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// One piece of provider state an assistant message carries for later requests.
+///
+/// ```
+/// use toolbelt_model::ReplayItem;
+/// let item = ReplayItem::new("gemini", Some(0), serde_json::json!({"thoughtSignature": "c2ln"}));
+/// assert_eq!(item.tool_call, Some(0));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayItem {
+    /// The provider that wrote it ([`crate::Provider::as_str`]: `anthropic`, `gemini`,
+    /// `openai-responses`); the others skip it.
+    pub provider: String,
+    /// The tool call (its position in [`Message::tool_calls`]) the item belongs to, or
+    /// `None` for an item of the message as a whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<usize>,
+    /// The provider's data, verbatim (a reasoning item, a thinking block, a signature).
+    pub item: serde_json::Value,
+}
+
+impl ReplayItem {
+    /// An item of `provider`, for tool call `tool_call` or the whole message.
+    pub fn new(provider: &str, tool_call: Option<usize>, item: serde_json::Value) -> Self {
+        Self {
+            provider: provider.to_string(),
+            tool_call,
+            item,
+        }
+    }
 }
 
 /// One part of a message besides its text.
@@ -187,6 +228,8 @@ impl Message {
             tool_call_id: None,
             name: None,
             parts: Vec::new(),
+            replay: Vec::new(),
+            is_error: false,
         }
     }
 
@@ -248,6 +291,11 @@ impl Message {
         self.parts
             .iter()
             .any(|p| matches!(p, ContentPart::ImageUrl { .. }))
+    }
+
+    /// The replay items `provider` wrote, with the tool call each belongs to.
+    pub fn replay_of<'a>(&'a self, provider: &'a str) -> impl Iterator<Item = &'a ReplayItem> + 'a {
+        self.replay.iter().filter(move |r| r.provider == provider)
     }
 
     /// Whether this is an assistant message that calls at least one tool.

@@ -5,18 +5,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use toolbelt_core::RetryPolicy;
 
 use crate::assemble::MessageAssembler;
+use crate::http::{
+    Body, BodyKind, Http, MAX_BODY, MAX_SNIPPET_BODY, MAX_STREAM, StreamBodyError, body_kind,
+    header_value, is_json, limited, media_type,
+};
 use crate::model::ResponseStream;
-use crate::retry::{RetryNotice, RetryObserver, retry_after};
+use crate::retry::RetryObserver;
 use crate::wire;
 use crate::{FinishReason, Message, Model, ModelError, Request, Response, Usage};
 
@@ -43,17 +46,6 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(45);
 /// How long a stream whose answer is complete (a `finish_reason` arrived) may stay open for
 /// a trailing usage chunk and `[DONE]` before it counts as finished.
 const FINISH_GRACE: Duration = Duration::from_secs(1);
-/// Attempts that may end in a timeout: a server that did not answer one attempt in time
-/// gets one more (a connection lost silently), not as many as the retry policy allows, so
-/// a dead server fails within the budget the crate documentation computes.
-const TIMED_OUT_ATTEMPTS: usize = 2;
-/// The largest non-streamed completion body read.
-const MAX_BODY: usize = 32 << 20;
-/// The most bytes of an event stream read: it bounds the memory a server that streams
-/// without end (or sends one endless event) can take, far above a real answer's size.
-const MAX_STREAM: usize = 256 << 20;
-/// How much of an unexpected or error body is read for its message.
-const MAX_SNIPPET_BODY: usize = 16 << 10;
 
 /// How to reach an OpenAI-compatible server.
 ///
@@ -210,54 +202,27 @@ fn var(name: &str) -> Option<String> {
 /// learnt about the server (that it refuses images).
 #[derive(Debug, Clone)]
 pub struct OpenAiModel {
-    config: OpenAiConfig,
+    http: Http,
     url: String,
-    client: reqwest::Client,
     /// Set once the server refused a request with images: text notes from then on.
     images_refused: Arc<AtomicBool>,
 }
-
-/// A failed attempt: the error and the delay the server asked for, if any.
-type Failure = (ModelError, Option<Duration>);
-
-/// A response body as it arrives.
-type Body = BoxStream<'static, Result<Bytes, reqwest::Error>>;
 
 impl OpenAiModel {
     /// A client for this configuration.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::InvalidConfig("the API key is not a valid header".into())
-            })?;
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(
+                AUTHORIZATION,
+                header_value("API key", &format!("Bearer {key}"))?,
+            );
         }
-        for (name, value) in &config.extra_headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ModelError::InvalidConfig(format!("bad header name {name:?}")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| ModelError::InvalidConfig(format!("bad value for header {name}")))?;
-            headers.insert(name, value);
-        }
-        let base = config.base_url.trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ModelError::InvalidConfig(format!(
-                "the base URL {base:?} must start with http:// or https://"
-            )));
-        }
-        let url = format!("{base}/chat/completions");
-        // The request and idle timeouts are ours (per attempt, per chunk), so each error
-        // can say which limit fired; reqwest only enforces the connect timeout.
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+        let http = Http::new(config, headers)?;
+        let url = format!("{}/chat/completions", http.base_url()?);
         Ok(Self {
-            config,
+            http,
             url,
-            client,
             images_refused: Arc::default(),
         })
     }
@@ -269,141 +234,18 @@ impl OpenAiModel {
 
     /// Sets the observer told of each retry before its wait ([`OpenAiConfig::on_retry`]).
     pub fn with_retry_observer(mut self, observer: RetryObserver) -> Self {
-        self.config.on_retry = Some(observer);
+        self.http.config.on_retry = Some(observer);
         self
     }
 
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
-        &self.config
-    }
-
-    /// Sends the request, retrying what may succeed next time (see the crate
-    /// documentation), and returns the first successful response.
-    async fn send(&self, body: &Value) -> Result<reqwest::Response, ModelError> {
-        let policy = &self.config.retry;
-        let mut delays = policy.delays();
-        let mut timed_out = 0;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (error, asked) = match self.send_once(body).await {
-                Ok(response) => return Ok(response),
-                Err(failure) => failure,
-            };
-            if matches!(error, ModelError::Timeout { .. }) {
-                timed_out += 1;
-            }
-            if !error.is_retryable() || timed_out >= TIMED_OUT_ATTEMPTS {
-                return Err(error);
-            }
-            let Some(computed) = delays.next() else {
-                return Err(error);
-            };
-            let delay = policy.delay_for(asked, computed);
-            tracing::debug!(%error, ?delay, "retrying the model call");
-            if let Some(observer) = &self.config.on_retry {
-                observer.notify(&RetryNotice {
-                    attempt,
-                    max_attempts: policy.max_retries.saturating_add(1),
-                    error: &error,
-                    delay,
-                });
-            }
-            tokio::time::sleep(delay).await;
-        }
-    }
-
-    async fn send_once(&self, body: &Value) -> Result<reqwest::Response, Failure> {
-        let pending = self.client.post(&self.url).json(body).send();
-        let response = match tokio::time::timeout(self.config.request_timeout, pending).await {
-            Err(_) => {
-                let error = ModelError::Timeout {
-                    what: "no response headers",
-                    setting: "request timeout",
-                    limit: self.config.request_timeout,
-                };
-                return Err((error, None));
-            }
-            Ok(Err(e)) => return Err((self.transport_error(&e), None)),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let asked = retry_after(response.headers());
-        let message = match self.read_body(response, MAX_SNIPPET_BODY).await {
-            Ok((body, _)) => wire::error_message(&String::from_utf8_lossy(&body)),
-            Err(error) => format!("(the error body was lost: {error})"),
-        };
-        let error = ModelError::Status {
-            status: status.as_u16(),
-            message,
-        };
-        Err((error, asked))
-    }
-
-    /// Reads at most `max` bytes of a body, each chunk within the idle timeout; the flag
-    /// says whether more was left unread.
-    async fn read_body(
-        &self,
-        response: reqwest::Response,
-        max: usize,
-    ) -> Result<(Vec<u8>, bool), ModelError> {
-        self.read_rest(Vec::new(), response.bytes_stream().boxed(), max)
-            .await
-    }
-
-    async fn read_rest(
-        &self,
-        mut out: Vec<u8>,
-        mut body: Body,
-        max: usize,
-    ) -> Result<(Vec<u8>, bool), ModelError> {
-        while out.len() < max {
-            match tokio::time::timeout(self.config.idle_timeout, body.next()).await {
-                Err(_) => return Err(self.idle_timeout()),
-                Ok(None) => return Ok((out, false)),
-                Ok(Some(Err(e))) => return Err(self.transport_error(&e)),
-                Ok(Some(Ok(bytes))) => out.extend_from_slice(&bytes),
-            }
-        }
-        out.truncate(max);
-        Ok((out, true))
-    }
-
-    fn idle_timeout(&self) -> ModelError {
-        ModelError::Timeout {
-            what: "no new data",
-            setting: "idle timeout",
-            limit: self.config.idle_timeout,
-        }
-    }
-
-    fn transport_error(&self, error: &reqwest::Error) -> ModelError {
-        if error.is_timeout() {
-            return ModelError::Timeout {
-                what: "no connection",
-                setting: "connect timeout",
-                limit: self.config.connect_timeout,
-            };
-        }
-        // The source chain says why (connection refused, DNS, TLS); the top level alone
-        // only says "error sending request".
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        ModelError::Transport(message)
+        &self.http.config
     }
 
     /// Whether image parts go out as images (else as text notes).
     fn sends_images(&self) -> bool {
-        self.config.accepts_images && !self.images_refused.load(Ordering::Relaxed)
+        self.http.config.accepts_images && !self.images_refused.load(Ordering::Relaxed)
     }
 
     /// Sends the request; a 400 to a request with images is taken as "this model does not
@@ -411,22 +253,22 @@ impl OpenAiModel {
     /// every later request too.
     async fn send_request(&self, request: &Request) -> Result<reqwest::Response, ModelError> {
         let images = self.sends_images() && request.messages.iter().any(Message::has_images);
-        let extra = &self.config.extra_body;
-        let body = wire::request_body(&self.config.model, request, extra, images);
-        match self.send(&body).await {
+        let extra = &self.http.config.extra_body;
+        let body = wire::request_body(&self.http.config.model, request, extra, images);
+        match self.http.send(&self.url, &body).await {
             Err(ModelError::Status {
                 status: 400,
                 message,
             }) if images => {
                 self.images_refused.store(true, Ordering::Relaxed);
                 tracing::warn!(
-                    model = %self.config.model,
+                    model = %self.http.config.model,
                     %message,
                     "the model server refused a request with images; sending a text note in \
                      place of each image from now on"
                 );
-                let body = wire::request_body(&self.config.model, request, extra, false);
-                self.send(&body).await
+                let body = wire::request_body(&self.http.config.model, request, extra, false);
+                self.http.send(&self.url, &body).await
             }
             other => other,
         }
@@ -441,7 +283,7 @@ impl OpenAiModel {
         body: Body,
         expected: &'static str,
     ) -> Result<Response, ModelError> {
-        let (text, truncated) = self.read_rest(first, body, MAX_BODY).await?;
+        let (text, truncated) = self.http.read_rest(first, body, MAX_BODY).await?;
         if truncated {
             return Err(ModelError::Decode(format!(
                 "the response is larger than {} MiB",
@@ -461,55 +303,10 @@ impl OpenAiModel {
     }
 }
 
-/// What kind of body a successful response carries.
-enum BodyKind {
-    EventStream,
-    Json,
-    Other,
-}
-
-/// The media type of a `Content-Type` value ("none" when absent), lower-cased.
-fn media_type(headers: &HeaderMap) -> String {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "none".to_string())
-}
-
-fn is_json(media_type: &str) -> bool {
-    media_type == "application/json" || media_type.ends_with("+json")
-}
-
-/// The kind of a body by its media type, or by its first bytes when the server sent none.
-fn body_kind(media_type: &str, first: &[u8]) -> BodyKind {
-    match media_type {
-        "text/event-stream" => BodyKind::EventStream,
-        t if is_json(t) => BodyKind::Json,
-        "none" => {
-            let start = String::from_utf8_lossy(first);
-            let start = start.trim_start();
-            if start.starts_with('{') {
-                BodyKind::Json
-            } else if ["data:", "event:", "id:", "retry:", ":"]
-                .iter()
-                .any(|field| start.starts_with(field))
-            {
-                BodyKind::EventStream
-            } else {
-                BodyKind::Other
-            }
-        }
-        _ => BodyKind::Other,
-    }
-}
-
 #[async_trait]
 impl Model for OpenAiModel {
     fn name(&self) -> &str {
-        &self.config.model
+        &self.http.config.model
     }
 
     fn accepts_images(&self) -> bool {
@@ -517,7 +314,7 @@ impl Model for OpenAiModel {
     }
 
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError> {
-        let span = crate::trace::chat_span(&self.config.model);
+        let span = crate::trace::chat_span(&self.http.config.model);
         let started = tracing::Instrument::instrument(self.start(request), span.clone()).await;
         match started {
             Ok(stream) => Ok(crate::trace::Traced::wrap(stream, span)),
@@ -538,9 +335,9 @@ impl OpenAiModel {
         // The first bytes decide what a body without a content type is.
         let mut first = Vec::new();
         if content_type == "none" {
-            match tokio::time::timeout(self.config.idle_timeout, body.next()).await {
-                Err(_) => return Err(self.idle_timeout()),
-                Ok(Some(Err(e))) => return Err(self.transport_error(&e)),
+            match tokio::time::timeout(self.http.config.idle_timeout, body.next()).await {
+                Err(_) => return Err(self.http.idle_timeout()),
+                Ok(Some(Err(e))) => return Err(self.http.transport_error(&e)),
                 Ok(Some(Ok(bytes))) => first = bytes.to_vec(),
                 Ok(None) => {}
             }
@@ -573,7 +370,7 @@ impl OpenAiModel {
                 Ok(futures::stream::once(async move { Ok(response) }).boxed())
             }
             BodyKind::Other => {
-                let (text, _) = self.read_rest(first, body, MAX_SNIPPET_BODY).await?;
+                let (text, _) = self.http.read_rest(first, body, MAX_SNIPPET_BODY).await?;
                 Err(ModelError::UnexpectedBody {
                     expected,
                     content_type,
@@ -582,41 +379,6 @@ impl OpenAiModel {
             }
         }
     }
-}
-
-/// Why an event stream's body stopped.
-#[derive(Debug)]
-enum StreamBodyError {
-    Transport(reqwest::Error),
-    TooLarge,
-}
-
-impl std::fmt::Display for StreamBodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StreamBodyError::Transport(error) => error.fmt(f),
-            StreamBodyError::TooLarge => write!(
-                f,
-                "the event stream is longer than {} MiB",
-                MAX_STREAM >> 20
-            ),
-        }
-    }
-}
-
-/// The body's bytes, cut off with an error past `max` ([`MAX_STREAM`]).
-fn limited(body: Body, max: usize) -> impl Stream<Item = Result<Bytes, StreamBodyError>> + Send {
-    body.scan(0usize, move |seen, item| {
-        let item = item.map_err(StreamBodyError::Transport).and_then(|bytes| {
-            *seen += bytes.len();
-            if *seen > max {
-                Err(StreamBodyError::TooLarge)
-            } else {
-                Ok(bytes)
-            }
-        });
-        std::future::ready(Some(item))
-    })
 }
 
 /// Turns an SSE body into partial responses and one final response.
@@ -664,7 +426,7 @@ fn sse_responses(
 
         async fn next(&mut self) -> Option<Result<Response, ModelError>> {
             self.assembler.as_ref()?;
-            let idle = self.model.config.idle_timeout;
+            let idle = self.model.http.config.idle_timeout;
             loop {
                 // Once the answer is complete, only a short wait for the usage chunk and
                 // `[DONE]`: a server that holds the connection open must not cost the
@@ -678,12 +440,12 @@ fn sse_responses(
                 let deadline = self.complete_by.unwrap_or_else(|| Instant::now() + idle);
                 let event = match tokio::time::timeout_at(deadline, self.events.next()).await {
                     Err(_) if complete => return self.finish(),
-                    Err(_) => return self.fail(self.model.idle_timeout()),
+                    Err(_) => return self.fail(self.model.http.idle_timeout()),
                     // A stream that ends without `[DONE]` (some llama.cpp builds) is complete.
                     Ok(None) => return self.finish(),
                     Ok(Some(Err(eventsource_stream::EventStreamError::Transport(e)))) => {
                         let error = match e {
-                            StreamBodyError::Transport(e) => self.model.transport_error(&e),
+                            StreamBodyError::Transport(e) => self.model.http.transport_error(&e),
                             too_large => ModelError::Decode(too_large.to_string()),
                         };
                         return self.fail(error);
@@ -734,7 +496,7 @@ fn sse_responses(
 
     let state = State {
         events: limited(body, MAX_STREAM).eventsource().boxed(),
-        name: model.config.model.clone(),
+        name: model.http.config.model.clone(),
         model,
         assembler: Some(MessageAssembler::new()),
         next_index: 0,
@@ -752,6 +514,8 @@ fn sse_responses(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::TIMED_OUT_ATTEMPTS;
+    use bytes::Bytes;
 
     /// The crate documentation's arithmetic: with the defaults, a server that accepts and
     /// never answers, or any mix of timed-out and fast-failing attempts, fails in under a

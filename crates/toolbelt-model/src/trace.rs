@@ -17,6 +17,16 @@ use crate::{ModelError, Response, ResponseStream};
 
 /// The span of one call to `model` over the OpenAI chat completions protocol.
 pub(crate) fn chat_span(model: &str) -> Span {
+    chat_span_of("openai", model)
+}
+
+/// The span of one call to `model` of `provider` (its GenAI provider name).
+pub(crate) fn chat_span_of(provider: &str, model: &str) -> Span {
+    let provider = match provider {
+        "openai-responses" => "openai",
+        "gemini" => "gcp.gemini",
+        other => other,
+    };
     tracing::info_span!(
         target: "gen_ai",
         "chat",
@@ -24,7 +34,7 @@ pub(crate) fn chat_span(model: &str) -> Span {
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
-        gen_ai.provider.name = "openai",
+        gen_ai.provider.name = provider,
         gen_ai.request.model = model,
         gen_ai.response.model = Empty,
         gen_ai.response.id = Empty,

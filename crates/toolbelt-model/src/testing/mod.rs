@@ -46,6 +46,8 @@ use serde_json::{Value, json};
 
 use crate::ToolCall;
 
+mod dialects;
+
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
@@ -101,6 +103,18 @@ pub enum Reply {
     },
     /// Reads the request and never answers (a server that accepts and hangs).
     NoAnswer,
+    /// An answer that reasons first: Anthropic's `thinking` block with a signature, a
+    /// Responses `reasoning` item, a Gemini thought with a signature on the first call
+    /// (chat completions: `reasoning_content`). The server then insists that the reasoning
+    /// comes back with the calls, as those APIs do.
+    Reasoned {
+        /// The reasoning text.
+        reasoning: String,
+        /// The text.
+        content: String,
+        /// The tool calls.
+        tool_calls: Vec<ToolCall>,
+    },
 }
 
 impl Reply {
@@ -162,6 +176,21 @@ impl Reply {
         )
     }
 
+    /// Tool calls after reasoning ([`Reply::Reasoned`]).
+    pub fn reasoned<'a>(
+        reasoning: &str,
+        calls: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Self {
+        Reply::Reasoned {
+            reasoning: reasoning.to_string(),
+            content: String::new(),
+            tool_calls: calls
+                .into_iter()
+                .map(|(id, name, args)| ToolCall::new(id, name, args))
+                .collect(),
+        }
+    }
+
     /// A 429 with `Retry-After: <seconds>`.
     pub fn rate_limited(retry_after_secs: &str) -> Self {
         Reply::Status {
@@ -175,6 +204,8 @@ impl Reply {
 /// One request the server received.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
+    /// The path and query (`/v1/messages`, `/v1beta/models/m:generateContent`).
+    pub path: String,
     /// The headers, names lower-cased (a repeated header keeps its last value).
     pub headers: HashMap<String, String>,
     /// The JSON body (`Value::Null` if it was not JSON).
@@ -212,6 +243,7 @@ struct Shared {
     strict: AtomicBool,
     embedding_script: Mutex<VecDeque<Reply>>,
     embedding_requests: Mutex<Vec<RecordedRequest>>,
+    issued: Mutex<dialects::Issued>,
 }
 
 impl Shared {
@@ -223,6 +255,7 @@ impl Shared {
             strict: AtomicBool::new(false),
             embedding_script: Mutex::new(VecDeque::new()),
             embedding_requests: Mutex::new(Vec::new()),
+            issued: Mutex::default(),
         }
     }
 }
@@ -289,6 +322,9 @@ impl ScriptedServer {
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
             .route("/v1/embeddings", post(embeddings))
+            .route("/v1/messages", post(dialects::anthropic))
+            .route("/v1/responses", post(dialects::responses))
+            .route("/v1beta/models/{action}", post(dialects::gemini))
             .with_state(shared.clone());
         // Without TCP_NODELAY the response's first body chunk waits for the client's
         // delayed ACK of the headers (about 40 ms), which would dwarf what benchmarks
@@ -309,6 +345,20 @@ impl ScriptedServer {
     /// The base URL to configure a client with (`http://127.0.0.1:PORT/v1`).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The base URL of the Gemini routes (`http://127.0.0.1:PORT/v1beta`); the others
+    /// (Responses, Anthropic Messages) are under [`ScriptedServer::base_url`].
+    pub fn gemini_base_url(&self) -> String {
+        format!("http://{}/v1beta", self.addr)
+    }
+
+    /// The base URL a client of `provider` is configured with.
+    pub fn base_url_for(&self, provider: crate::Provider) -> String {
+        match provider {
+            crate::Provider::Gemini => self.gemini_base_url(),
+            _ => self.base_url(),
+        }
     }
 
     /// Appends replies to the script.
@@ -374,6 +424,7 @@ async fn embeddings(
 ) -> HttpResponse {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     lock(&shared.embedding_requests).push(RecordedRequest {
+        path: "/v1/embeddings".into(),
         headers: headers
             .iter()
             .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
@@ -443,6 +494,7 @@ async fn complete(
     body: axum::body::Bytes,
 ) -> HttpResponse {
     let recorded = RecordedRequest {
+        path: "/v1/chat/completions".into(),
         headers: headers
             .iter()
             .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
@@ -476,6 +528,11 @@ async fn complete(
         Reply::Message {
             content,
             tool_calls,
+        }
+        | Reply::Reasoned {
+            content,
+            tool_calls,
+            ..
         } => answer(&model, &content, &tool_calls, stream, Ending::Done),
         Reply::Truncated { content } => answer(&model, &content, &[], stream, Ending::Length),
         Reply::HeldOpen { content } => answer(&model, &content, &[], stream, Ending::HeldOpen),
