@@ -407,18 +407,24 @@ impl Executor {
         // Repair, then validation.
         let mut arguments: Arc<str> = if settings.repair_json {
             let fixed = repair_arguments(&call.arguments)?;
-            if settings.validate_arguments {
-                inner.validators.validate(&tool, &fixed.value)?;
-            }
+            let cleaned = if settings.validate_arguments {
+                inner
+                    .validators
+                    .validate_without_nulls(&tool, &fixed.value)?
+            } else {
+                None
+            };
             if fixed.repaired {
                 *repaired = Some(fixed.text.clone());
             }
-            Arc::from(fixed.text)
-        } else {
-            if settings.validate_arguments {
-                let value = parse_strict(&call.arguments)?;
-                inner.validators.validate(&tool, &value)?;
+            cleaned.map_or_else(|| Arc::from(fixed.text), |v| Arc::from(v.to_string()))
+        } else if settings.validate_arguments {
+            let value = parse_strict(&call.arguments)?;
+            match inner.validators.validate_without_nulls(&tool, &value)? {
+                Some(cleaned) => Arc::from(cleaned.to_string()),
+                None => Arc::from(call.arguments.as_str()),
             }
+        } else {
             Arc::from(call.arguments.as_str())
         };
 

@@ -46,9 +46,22 @@ impl ValidatorCache {
     /// prefixed with its JSON pointer (`/address/zip: ...`; the root is `/`). A schema that
     /// does not compile is [`ToolError::InvalidDeclaration`].
     pub fn validate(&self, tool: &DynTool, args: &Value) -> Result<(), ToolError> {
+        self.validate_without_nulls(tool, args).map(drop)
+    }
+
+    /// [`Self::validate`], and the arguments the tool is to see: `Some` with the `null`s of
+    /// optional properties removed when only their removal made `args` valid (OpenAI strict
+    /// mode makes every optional property required and nullable, so a model sends `null` for
+    /// "not given"; the tool sees the arguments it declared), `None` when `args` are valid
+    /// as they are.
+    pub(crate) fn validate_without_nulls(
+        &self,
+        tool: &DynTool,
+        args: &Value,
+    ) -> Result<Option<Value>, ToolError> {
         let validator = self.validator_for(tool)?;
         if validator.is_valid(args) {
-            return Ok(());
+            return Ok(None);
         }
         // An explicit `null` for an optional property means "not given": models send it often,
         // and typed tools decode it as `None`, though portable schemas type optional properties
@@ -57,7 +70,7 @@ impl ValidatorCache {
         let mut without_nulls = args.clone();
         if drop_optional_nulls(&schema, &mut without_nulls, 0) && validator.is_valid(&without_nulls)
         {
-            return Ok(());
+            return Ok(Some(without_nulls));
         }
         let violations = validator
             .iter_errors(args)

@@ -343,6 +343,46 @@ async fn validation_lists_every_violation_with_its_json_path() {
     assert_eq!(ok.llm_text(), "saved");
 }
 
+/// OpenAI strict mode declares every optional property required and nullable, so a model
+/// answers `null` for "not given": the tool sees the arguments it declared, the property
+/// absent.
+#[tokio::test]
+async fn strict_mode_nulls_for_optional_properties_reach_the_tool_as_absent() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "limit": {"type": "integer"},
+            "inner": {"type": "object", "properties": {"depth": {"type": "integer"}}}
+        },
+        "required": ["path"]
+    });
+    let echo_args = tool("read", schema, ToolMeta::default(), |_, args| async move {
+        Ok(ToolOutput::text(args))
+    });
+    for repair in [false, true] {
+        let executor = Executor::builder(registry_with([echo_args.clone()]))
+            .repair_json(repair)
+            .build();
+        let out = executor
+            .invoke_tool(
+                ToolContext::new(),
+                "read",
+                r#"{"path":"a","limit":null,"inner":{"depth":null}}"#,
+            )
+            .await
+            .unwrap();
+        let seen: serde_json::Value = serde_json::from_str(&out.llm_text()).unwrap();
+        assert_eq!(seen, json!({"path": "a", "inner": {}}), "repair {repair}");
+        // A null for a required property is still a violation.
+        let err = executor
+            .invoke_tool(ToolContext::new(), "read", r#"{"path":null}"#)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::SchemaViolation { .. }), "{err:?}");
+    }
+}
+
 #[tokio::test]
 async fn validation_can_be_turned_off() {
     let executor = Executor::builder(registry_with([address_tool()]))
