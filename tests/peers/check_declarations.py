@@ -1,0 +1,66 @@
+"""Checks tool declarations with the providers' own Python packages.
+
+Reads {"dialect": [tool, ...], ...} as wire_tools wrote them from argv[1] and exits non-zero,
+naming each tool that fails, when:
+- gemini: a declaration is not a google-genai FunctionDeclaration (its pydantic models forbid
+  unknown fields, so a JSON Schema keyword outside Gemini's subset fails);
+- openai-strict / openai-responses: the OpenAI SDK's strict-schema pass would change the
+  schema (it adds what strict mode requires), or an object lacks additionalProperties: false
+  or does not list every property in required.
+"""
+
+import copy
+import json
+import sys
+
+from google.genai import types
+from openai.lib._pydantic import _ensure_strict_json_schema
+
+
+def strict_problems(schema, path="$"):
+    problems = []
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            if schema.get("additionalProperties") is not False:
+                problems.append(f"{path}: additionalProperties is not false")
+            props = list(schema.get("properties", {}))
+            if sorted(props) != sorted(schema.get("required", [])):
+                problems.append(f"{path}: required {schema.get('required')} != {props}")
+        for key, value in schema.items():
+            problems += strict_problems(value, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            problems += strict_problems(value, f"{path}[{i}]")
+    return problems
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        dialects = json.load(f)
+    failures = []
+    checked = 0
+    for tool in dialects.get("gemini", []):
+        try:
+            types.FunctionDeclaration.model_validate(tool)
+            types.Tool.model_validate({"functionDeclarations": [tool]})
+        except Exception as e:  # pydantic's ValidationError names the field
+            failures.append(f"gemini {tool.get('name')}: {e}")
+        checked += 1
+    for dialect in ("openai-strict", "openai-responses"):
+        for tool in dialects.get(dialect, []):
+            function = tool.get("function", tool)
+            schema = function["parameters"]
+            if function.get("strict") is not True:
+                failures.append(f"{dialect} {function['name']}: not strict")
+            again = _ensure_strict_json_schema(copy.deepcopy(schema), path=(), root=copy.deepcopy(schema))
+            if again != schema:
+                failures.append(f"{dialect} {function['name']}: the SDK's strict pass changes it:\n  {json.dumps(schema)}\n  {json.dumps(again)}")
+            failures += [f"{dialect} {function['name']}: {p}" for p in strict_problems(schema)]
+            checked += 1
+    for failure in failures:
+        print(failure)
+    print(f"checked {checked} declarations, {len(failures)} failures")
+    sys.exit(1 if failures else 0)
+
+
+main()
