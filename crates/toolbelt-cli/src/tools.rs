@@ -48,6 +48,11 @@ pub struct ListArgs {
     /// annotations}` instead.
     #[arg(long)]
     json: bool,
+    /// With --json: print the `tools` array exactly as this provider's request carries it
+    /// (openai, openai-strict, openai-responses, anthropic, gemini), names and schemas
+    /// shaped to what it accepts; what had to be simplified is reported on stderr.
+    #[arg(long, value_name = "DIALECT", requires = "json")]
+    dialect: Option<toolbelt::model::ToolDialect>,
 }
 
 /// Flags of `toolbelt tools call`.
@@ -96,6 +101,22 @@ async fn list(args: ListArgs) -> Outcome {
     let snapshot = toolbox.list(&ToolContext::new()).await;
     toolbox.close().await;
     let tools: Vec<_> = snapshot.tools().map(|t| t.declaration()).collect();
+    if let Some(dialect) = args.dialect {
+        let declarations: Vec<_> = tools.iter().map(|d| (*d).clone()).collect();
+        let wire = toolbelt::model::wire_tools(dialect, &declarations);
+        for warning in &wire.warnings {
+            eprintln!("warning: {warning}");
+        }
+        // Gemini's request carries its declarations inside one tool object.
+        let array = match dialect {
+            toolbelt::model::ToolDialect::Gemini => {
+                serde_json::json!([{ "functionDeclarations": wire.tools }])
+            }
+            _ => serde_json::Value::Array(wire.tools),
+        };
+        println!("{array}");
+        return Ok(EXIT_OK);
+    }
     print_listing(&tools, args.json);
     Ok(EXIT_OK)
 }

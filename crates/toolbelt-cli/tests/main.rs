@@ -25,6 +25,7 @@ mod run_artifacts;
 mod run_json;
 mod run_tool_search;
 mod sandbox;
+mod dialect_declarations;
 mod schemas_ajv;
 mod serve_aggregation;
 mod serve_client_requests;
