@@ -9,7 +9,15 @@
 //!   token [`Usage`], retries of 429 and 5xx with backoff that honours `Retry-After`
 //!   ([`RetryPolicy`]), connect, request and idle timeouts, image content parts, strict
 //!   checks of what a body is, and lenient parsing that ignores fields it does not know.
-//! - `testing` (feature `test-server`): a scriptable OpenAI-compatible server on 127.0.0.1.
+//! - [`ProviderModel`] (through [`connect`] with a [`Provider`]): the OpenAI Responses API,
+//!   Anthropic Messages and Gemini `generateContent`, streamed and whole, with the same
+//!   retries, timeouts and answer checks. What a provider needs sent back on later turns
+//!   rides on the message as [`ReplayItem`]s tagged with their provider (others skip them),
+//!   so one session can go on with another provider.
+//! - [`wire_tools`]: a request's tools as each [`ToolDialect`] accepts them (OpenAI strict
+//!   mode, Gemini's schema subset, Anthropic's names), renamed tools mapped back on the calls.
+//! - `testing` (feature `test-server`): a scriptable server on 127.0.0.1 that answers chat
+//!   completions and, as strictly as the real APIs document, the other three dialects.
 //!
 //! ## Quick start
 //!
