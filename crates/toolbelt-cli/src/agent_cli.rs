@@ -23,7 +23,7 @@ use toolbelt::agent::{
 use toolbelt::exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
     DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig,
-    OpenAiModel,
+    OpenAiModel, Provider,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
@@ -55,6 +55,12 @@ pub struct AgentArgs {
     /// The model name (overrides TOOLBELT_MODEL).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
+    /// The provider's API: openai (chat completions, the default), openai-responses,
+    /// anthropic or gemini (overrides TOOLBELT_PROVIDER). The key is read from
+    /// OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY; without --base-url the
+    /// provider's own endpoint is used.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<Provider>,
     /// The OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (overrides
     /// OPENAI_BASE_URL). The API key is read from OPENAI_API_KEY.
     #[arg(long, value_name = "URL")]
@@ -172,16 +178,58 @@ pub fn model_from(args: &AgentArgs) -> Result<OpenAiModel, CliError> {
     OpenAiModel::new(config_from(args)?).map_err(|e| CliError::usage(e.to_string()))
 }
 
+/// The provider named by `--provider` or `TOOLBELT_PROVIDER` (chat completions without).
+pub fn provider_from(args: &AgentArgs) -> Result<Provider, CliError> {
+    if let Some(provider) = args.provider {
+        return Ok(provider);
+    }
+    match std::env::var(ENV_PROVIDER)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(name) => name
+            .parse()
+            .map_err(|e| CliError::usage(format!("{ENV_PROVIDER}: {e}"))),
+        None => Ok(Provider::OpenAi),
+    }
+}
+
+/// The environment variable `--provider` overrides.
+const ENV_PROVIDER: &str = "TOOLBELT_PROVIDER";
+
+/// The client of `model`'s configuration for the provider `args` name.
+fn connected(args: &AgentArgs, model: &OpenAiModel) -> Result<DynModel, CliError> {
+    match provider_from(args)? {
+        Provider::OpenAi => Ok(Arc::new(model.clone())),
+        other => toolbelt::model::connect(other, model.config().clone())
+            .map_err(|e| CliError::usage(e.to_string())),
+    }
+}
+
 /// The model's configuration from flags and environment (see [`model_from`]).
 fn config_from(args: &AgentArgs) -> Result<OpenAiConfig, CliError> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let base_url = args.base_url.clone().or_else(|| var(ENV_BASE_URL));
+    let provider = provider_from(args)?;
     let model = args.model.clone().or_else(|| var(ENV_MODEL));
-    let mut config =
-        OpenAiConfig::from_values(base_url, var(ENV_API_KEY), model).map_err(|e| match e {
-            ModelError::NotConfigured { missing } => CliError::usage(not_configured(&missing)),
-            other => CliError::usage(other.to_string()),
-        })?;
+    let (base_url, key) = match provider {
+        Provider::OpenAi => (
+            args.base_url.clone().or_else(|| var(ENV_BASE_URL)),
+            var(ENV_API_KEY),
+        ),
+        // Another provider's endpoint is its own, or --base-url; never OPENAI_BASE_URL.
+        other => (
+            Some(
+                args.base_url
+                    .clone()
+                    .unwrap_or_else(|| other.default_base_url().to_string()),
+            ),
+            var(other.key_variable()),
+        ),
+    };
+    let mut config = OpenAiConfig::from_values(base_url, key, model).map_err(|e| match e {
+        ModelError::NotConfigured { missing } => CliError::usage(not_configured(&missing)),
+        other => CliError::usage(other.to_string()),
+    })?;
     if let Some(timeout) = args.request_timeout {
         config = config.with_request_timeout(timeout);
     }
@@ -286,7 +334,7 @@ fn instruction_from(args: &AgentArgs) -> String {
 /// The agent over the tool box's registry, through [`executor_from`].
 fn agent_from(
     args: &AgentArgs,
-    model: OpenAiModel,
+    model: DynModel,
     toolbox: &Toolbox,
     approval: Option<Approval>,
     offload: Option<&ArtifactOffload>,
@@ -296,7 +344,7 @@ fn agent_from(
     let agent = LlmAgent::builder("toolbelt")
         .description("The toolbelt command-line agent")
         .instruction(instruction)
-        .model(model)
+        .model_arc(model)
         .executor(executor)
         .max_tool_iterations(args.max_iterations)
         .generation_config(generation_from(args))
@@ -317,19 +365,18 @@ fn generation_from(args: &AgentArgs) -> GenerationConfig {
 fn agents_from(
     args: &AgentArgs,
     agents: &agents_file::Agents,
-    model: OpenAiModel,
+    // The root model and the configuration the agents' own models start from.
+    (root, config): (DynModel, OpenAiConfig),
     toolbox: &Toolbox,
     offered: Vec<String>,
     approval: Option<Approval>,
     offload: Option<&ArtifactOffload>,
 ) -> Result<DynAgent, CliError> {
-    // The root model's configuration, retry observer included.
-    let config = model.config().clone();
     let model_named = |name: &str| -> Result<DynModel, CliError> {
         let mut config = config.clone();
         config.model = name.to_string();
-        let model = OpenAiModel::new(config).map_err(|e| CliError::usage(e.to_string()))?;
-        Ok(Arc::new(model))
+        toolbelt::model::connect(provider_from(args)?, config)
+            .map_err(|e| CliError::usage(e.to_string()))
     };
     agents.build(&agents_file::BuildContext {
         executor: executor_from(
@@ -338,7 +385,7 @@ fn agents_from(
             approval.map(|a| a.with_delegations(agents.delegations())),
             offload,
         ),
-        model: Arc::new(model),
+        model: root,
         model_named: &model_named,
         offered,
         default_instruction: instruction_from(args),
@@ -442,7 +489,7 @@ impl AgentSession {
         // The agents file first: a mistake in it is reported before anything is opened.
         let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
         args.search.check()?;
-        let search_model: DynModel = Arc::new(model.clone());
+        let search_model: DynModel = connected(args, &model)?;
         let sessions = sessions_from(args).await?;
         let toolbox = Toolbox::open(&args.sources, None)?;
         let offload = match args.artifacts.offload(&toolbox.registry) {
@@ -465,14 +512,21 @@ impl AgentSession {
                 agents_from(
                     args,
                     agents,
-                    model,
+                    // Its configuration, retry observer included.
+                    (search_model.clone(), model.config().clone()),
                     &toolbox,
                     offered,
                     approval,
                     offload.as_ref(),
                 )
             }
-            None => agent_from(args, model, &toolbox, approval, offload.as_ref()),
+            None => agent_from(
+                args,
+                search_model.clone(),
+                &toolbox,
+                approval,
+                offload.as_ref(),
+            ),
         };
         let agent = match built {
             Ok(agent) => agent,

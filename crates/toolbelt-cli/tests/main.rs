@@ -21,6 +21,7 @@ mod mcp_client_features;
 mod otel;
 mod progress;
 mod run;
+mod run_providers;
 mod run_artifacts;
 mod run_json;
 mod run_tool_search;

@@ -1,0 +1,85 @@
+//! `toolbelt run --provider …`: the agent on the OpenAI Responses API, Anthropic Messages and
+//! Gemini, each against the scripted server's strict route for its dialect, the key read from
+//! the provider's own variable.
+
+use crate::run_support;
+
+use run_support::{output, path_arg, project, text, toolbelt};
+use toolbelt_model::Provider;
+use toolbelt_model::testing::{Reply, ScriptedServer};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_reads_a_file_and_answers_on_every_provider() {
+    for (provider, by_env) in [
+        (Provider::OpenAiResponses, false),
+        (Provider::Anthropic, false),
+        (Provider::Gemini, true),
+    ] {
+        let dir = project();
+        let args = format!(r#"{{"file_path":"{}"}}"#, path_arg(dir.path(), "notes.txt"));
+        let server = ScriptedServer::start([
+            Reply::tool_call("call_1", "Read", &args),
+            Reply::text("alpha, then beta."),
+        ])
+        .await
+        .unwrap();
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .env(provider.key_variable(), "provider-key")
+            .args(["run", "What do my notes say?", "--base-url"])
+            .arg(server.base_url_for(provider));
+        if by_env {
+            command.env("TOOLBELT_PROVIDER", provider.as_str());
+        } else {
+            command.args(["--provider", provider.as_str()]);
+        }
+        let out = output(command, "").await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{provider}: {stderr}");
+        assert_eq!(text(&out.stdout), "alpha, then beta.\n", "{provider}");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{provider}: no request refused");
+        let key_header = match provider {
+            Provider::Anthropic => "x-api-key",
+            Provider::Gemini => "x-goog-api-key",
+            _ => "authorization",
+        };
+        let sent = requests[0].headers.get(key_header).cloned();
+        assert!(
+            sent.is_some_and(|v| v.ends_with("provider-key")),
+            "{provider}: {:?}",
+            requests[0].headers
+        );
+        assert!(
+            requests[1].body.to_string().contains("beta"),
+            "{provider}: the tool result went back"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
+    let dir = project();
+    let server = ScriptedServer::start([]).await.unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command.args(["run", "hi", "--provider", "cohere"]);
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("anthropic"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .env("TOOLBELT_PROVIDER", "cohere")
+        .args(["run", "hi"]);
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("TOOLBELT_PROVIDER"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(server.requests().is_empty());
+}
