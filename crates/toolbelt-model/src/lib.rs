@@ -149,6 +149,7 @@ mod assemble;
 mod declare;
 mod dialect;
 mod error;
+mod fallback;
 mod http;
 mod message;
 mod model;
@@ -165,6 +166,7 @@ mod wire;
 pub use assemble::MessageAssembler;
 pub use declare::{ToolDialect, WireTools, strip_added_nulls, wire_tools};
 pub use error::ModelError;
+pub use fallback::{FallbackModel, FallbackNotice, FallbackObserver};
 pub use message::{ContentPart, FunctionCall, Message, ReplayItem, Role, ToolCall};
 pub use model::{DynModel, Model, ResponseStream};
 pub use openai::{

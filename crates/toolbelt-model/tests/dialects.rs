@@ -602,3 +602,64 @@ async fn the_servers_refuse_what_the_real_apis_refuse() {
     );
     assert_eq!(server.remaining(), 0);
 }
+
+#[tokio::test]
+async fn a_fallback_chain_moves_a_retryable_failure_to_the_next_provider() {
+    use std::sync::{Arc, Mutex};
+    use toolbelt_model::{DynModel, FallbackModel, FallbackNotice};
+    // The first keeps answering 429 past its retry budget (2 retries), the second answers.
+    let busy = ScriptedServer::start([
+        Reply::rate_limited("0"),
+        Reply::rate_limited("0"),
+        Reply::rate_limited("0"),
+    ])
+    .await
+    .unwrap();
+    let ok = ScriptedServer::start([Reply::text("from gemini")])
+        .await
+        .unwrap();
+    let notices: Arc<Mutex<Vec<FallbackNotice>>> = Arc::default();
+    let seen = notices.clone();
+    let chain = FallbackModel::new(vec![
+        Arc::new(model(&busy, Provider::Anthropic)) as DynModel,
+        Arc::new(model(&ok, Provider::Gemini)) as DynModel,
+    ])
+    .unwrap()
+    .with_observer(Arc::new(move |n| seen.lock().unwrap().push(n.clone())));
+    let mut stream = chain
+        .generate(request(vec![Message::user("hi")], false))
+        .await
+        .unwrap();
+    let response = stream.next().await.unwrap().unwrap();
+    assert_eq!(response.message.unwrap().content, "from gemini");
+    assert_eq!(
+        busy.requests().len(),
+        3,
+        "the first model's budget was spent"
+    );
+    let notices = notices.lock().unwrap().clone();
+    assert_eq!(notices.len(), 1);
+    assert!(notices[0].error.contains("429"), "{:?}", notices[0]);
+
+    // A refused request is not moved on: the next would be sent the same.
+    let refused = ScriptedServer::start([Reply::status(400, "bad thing")])
+        .await
+        .unwrap();
+    let untouched = ScriptedServer::start([Reply::text("never")]).await.unwrap();
+    let chain = FallbackModel::new(vec![
+        Arc::new(model(&refused, Provider::OpenAiResponses)) as DynModel,
+        Arc::new(model(&untouched, Provider::Anthropic)) as DynModel,
+    ])
+    .unwrap();
+    let error = chain
+        .generate(request(vec![Message::user("hi")], false))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, ModelError::Status { status: 400, .. }),
+        "{error}"
+    );
+    assert!(untouched.requests().is_empty());
+    assert!(FallbackModel::new(Vec::new()).is_err());
+}
