@@ -34,12 +34,9 @@
 //! # Ok(()) }
 //! ```
 
-mod cgroup;
 mod output;
 mod policy;
 mod process;
-mod procs;
-mod reaper;
 mod sandbox;
 mod tasks;
 mod tools;
