@@ -5,8 +5,6 @@
 pub(crate) mod delivery;
 pub(crate) mod http;
 mod lines;
-#[cfg(unix)]
-mod process_group;
 pub(crate) mod sse;
 pub(crate) mod stdio;
 

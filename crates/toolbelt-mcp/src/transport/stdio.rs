@@ -7,9 +7,9 @@
 //!   instead of being skipped silently (which would look like a hang);
 //! - shutdown follows the MCP order (close stdin, wait briefly, SIGTERM, SIGKILL) with short
 //!   waits, and always reaps the child: the npm reference servers ignore stdin EOF;
-//! - the child leads a process group of its own and the signals go to the whole group, so
-//!   the real server behind a wrapper (`npx`, `uvx`, a shell) and the helpers a server
-//!   started end with it (see [`super::process_group`]);
+//! - the child is started by the one process owner (`toolbelt-process`) inside a cgroup or
+//!   under a subreaper, so the real server behind a wrapper (`npx`, `uvx`, a shell) and the
+//!   helpers a server started end with it, also those that called `setsid` or forked twice;
 //! - the environment is the scrubbed one of the configuration, never the parent's whole.
 
 use std::collections::VecDeque;
@@ -23,9 +23,10 @@ use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 use toolbelt_core::EnvPolicy;
+use toolbelt_process::{Contain, Contained, Containment, Grace};
 
 use super::delivery::DeliveryLog;
 use super::lines::{BoundedLines, Line};
@@ -74,7 +75,8 @@ pub(crate) type SharedDiagnostics = Arc<StdMutex<StdioDiagnostics>>;
 
 /// The running child process behind a stdio session.
 pub(crate) struct ChildProcess {
-    child: Mutex<Option<Child>>,
+    /// `None` once terminated; dropping it unterminated kills every process it started.
+    child: Mutex<Option<Contained>>,
     pid: Option<u32>,
     diagnostics: SharedDiagnostics,
 }
@@ -112,17 +114,13 @@ pub(crate) fn spawn(
         .envs(env.resolve())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A dropped set (never closed) must not leave its server running (the group is
-        // killed by `ChildProcess`'s drop).
-        .kill_on_drop(true);
-    // Its own process group, which its descendants inherit: closing ends them all.
-    #[cfg(unix)]
-    cmd.process_group(0);
+        .stderr(Stdio::piped());
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let mut child = cmd.spawn().map_err(|err| {
+    // A dropped set (never closed) must not leave its server running: dropping the
+    // contained child kills everything it started.
+    let mut child = Contain::new(Containment::Auto).spawn(cmd).map_err(|err| {
         let message = match err.kind() {
             io::ErrorKind::NotFound => match cwd {
                 Some(dir) if !dir.is_dir() => {
@@ -135,10 +133,10 @@ pub(crate) fn spawn(
         };
         McpError::new(server, Step::Connect, FailureKind::Configuration, message).with_source(err)
     })?;
-    let pid = child.id();
+    let pid = Some(child.pid());
     let diagnostics: SharedDiagnostics = Arc::default();
     let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        (child.take_stdin(), child.take_stdout(), child.take_stderr())
     else {
         return Err(McpError::new(
             server,
@@ -206,64 +204,25 @@ impl ChildProcess {
         self.diagnostics.clone()
     }
 
-    /// Terminates the child and everything in its process group, and reaps the child.
-    /// Stdin must already be closed (the transport's close does it): the child gets
-    /// [`EXIT_GRACE`] to exit; then the group gets SIGTERM and [`TERM_GRACE`] to be gone
-    /// (helpers left behind by a child that exited included), then SIGKILL.
-    #[cfg(unix)]
-    pub async fn terminate(&self) -> io::Result<()> {
-        use super::process_group;
-
-        let Some(mut child) = self.child.lock().await.take() else {
-            return Ok(());
-        };
-        let exited = tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
-        let Some(group) = self.pid else {
-            return if exited { Ok(()) } else { child.kill().await };
-        };
-        if exited && !process_group::has_running_members(group) {
-            return Ok(());
-        }
-        process_group::signal(group, libc::SIGTERM);
-        let gone = process_group::wait_until_gone(group, TERM_GRACE, || {
-            matches!(child.try_wait(), Ok(Some(_)))
-        })
-        .await;
-        if !gone {
-            tracing::debug!(
-                group,
-                "the MCP server's process group outlived SIGTERM; killing it"
-            );
-            process_group::signal(group, libc::SIGKILL);
-        }
-        match child.try_wait() {
-            Ok(Some(_)) => Ok(()),
-            _ => child.kill().await,
-        }
-    }
-
-    /// Terminates and reaps the child: [`EXIT_GRACE`] after stdin closed, then a kill.
-    #[cfg(not(unix))]
+    /// Terminates the child and everything it started, and reaps the child. Stdin must
+    /// already be closed (the transport's close does it): the child gets [`EXIT_GRACE`] to
+    /// exit; then every process left (helpers of a child that exited included) gets SIGTERM
+    /// and [`TERM_GRACE`] to be gone, then SIGKILL.
     pub async fn terminate(&self) -> io::Result<()> {
         let Some(mut child) = self.child.lock().await.take() else {
             return Ok(());
         };
-        if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
-            return Ok(());
-        }
-        child.kill().await
-    }
-}
-
-impl Drop for ChildProcess {
-    /// A child never terminated (its set dropped without closing) takes its group with it;
-    /// `kill_on_drop` kills and reaps the child itself.
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if self.child.get_mut().is_some()
-            && let Some(group) = self.pid
-        {
-            super::process_group::signal(group, libc::SIGKILL);
+        let grace = Grace {
+            eof: EXIT_GRACE,
+            term: TERM_GRACE,
+        };
+        match child.close(grace).await {
+            (Some(_), cleanup) if cleanup.complete => Ok(()),
+            (_, cleanup) => Err(io::Error::other(format!(
+                "processes of the MCP server {} may still run ({} were signalled)",
+                child.pid(),
+                cleanup.killed
+            ))),
         }
     }
 }
