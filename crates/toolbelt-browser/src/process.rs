@@ -1,20 +1,23 @@
 //! Finding, starting and ending Chromium.
 //!
-//! Chromium runs in a process group of its own (its zygote, renderers and GPU/network
-//! utility processes inherit it), with a fresh user-data directory, talking CDP over a pipe
-//! on its file descriptors 3 and 4 (`--remote-debugging-pipe`): no debugging port is opened
-//! that another local program could connect to. Dropping a [`ChromiumProcess`] kills the
-//! whole group, reaps the main process and then removes the user-data directory.
+//! Chromium is started by the one process owner (`toolbelt-process`) inside a cgroup or under
+//! a subreaper, never in a process group alone: its crash handler (`chrome_crashpad_handler`)
+//! forks twice and calls `setsid`, so it leaves any group, and a wrapper script given as the
+//! executable may start helpers that do the same. It gets a fresh user-data directory and
+//! talks CDP over a pipe on its file descriptors 3 and 4 (`--remote-debugging-pipe`): no
+//! debugging port is opened that another local program could connect to. Dropping a
+//! [`ChromiumProcess`] kills every process it started, waits until they are gone, reaps the
+//! main process and then removes the user-data directory.
 
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
 use toolbelt_core::EnvPolicy;
+use toolbelt_process::{Contain, Contained, Containment};
 
 /// The names looked up on `PATH` when no Chromium is configured, in order.
 pub(crate) const CHROMIUM_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
@@ -65,9 +68,10 @@ fn search_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// A running Chromium: its main process, its process group and its user-data directory.
+/// A running Chromium: its main process with every process it started, and its user-data
+/// directory.
 pub(crate) struct ChromiumProcess {
-    child: Child,
+    process: Contained,
     user_data: Option<TempDir>,
 }
 
@@ -79,7 +83,7 @@ pub(crate) struct CdpPipe {
 
 impl ChromiumProcess {
     /// Starts Chromium headless with the flags this network needs, every connection through
-    /// `proxy`, and a fresh user-data directory.
+    /// `proxy`, and a fresh user-data directory. Needs a Tokio runtime.
     pub(crate) fn spawn(
         executable: &Path,
         proxy: std::net::SocketAddr,
@@ -96,14 +100,16 @@ impl ChromiumProcess {
         command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
+            .stderr(Stdio::null());
         let read_fd = browser_reads.as_raw_fd();
         let write_fd = browser_writes.as_raw_fd();
-        // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2) are made,
-        // on descriptors that stay open in the parent until spawn returns.
-        unsafe {
-            command.pre_exec(move || {
+        // Between fork and exec only async-signal-safe calls (fcntl, dup2) are made, on
+        // descriptors that stay open in the parent until spawn returns; after the owner's
+        // own step, which marks every descriptor above 2 close-on-exec (dup2 clears that
+        // mark on 3 and 4 again).
+        let contain = Contain::new(Containment::Auto).pre_exec(Box::new(move || {
+            // SAFETY: fcntl and dup2 on descriptors the parent keeps open until spawn returns.
+            unsafe {
                 // Move both ends above 3 and 4 first, so neither dup2 overwrites the other.
                 let high_read = libc::fcntl(read_fd, libc::F_DUPFD_CLOEXEC, 10);
                 let high_write = libc::fcntl(write_fd, libc::F_DUPFD_CLOEXEC, 10);
@@ -114,15 +120,15 @@ impl ChromiumProcess {
                 {
                     return Err(io::Error::last_os_error());
                 }
-                Ok(())
-            });
-        }
-        let child = command.spawn()?;
+            }
+            Ok(())
+        }));
+        let process = contain.spawn(tokio::process::Command::from(command))?;
         drop(browser_reads);
         drop(browser_writes);
         Ok((
             Self {
-                child,
+                process,
                 user_data: Some(user_data),
             },
             CdpPipe {
@@ -132,30 +138,30 @@ impl ChromiumProcess {
         ))
     }
 
-    /// The main process id, which is also the process group id.
+    /// The main process id (it leads its own session and process group).
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Whether the main process has exited (crashed or was killed from outside).
     pub(crate) fn has_exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        !matches!(self.process.try_wait(), Ok(None))
     }
 }
 
 impl Drop for ChromiumProcess {
     fn drop(&mut self) {
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: kill has no memory-safety preconditions; a negative pid names our group.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+        // SIGKILL to every process, and a wait until all are gone: one with many threads and
+        // much memory takes a moment to exit on a loaded machine, and a closed browser must
+        // have no process left running, not merely one on its way out.
+        let cleanup = self.process.kill_blocking(EXIT_LIMIT);
+        if !cleanup.complete {
+            tracing::warn!(
+                target: "toolbelt_browser",
+                "browser processes outlived the kill ({} were killed)",
+                cleanup.killed
+            );
         }
-        // SIGKILL cannot be caught, so this wait is short; it reaps the main process.
-        let _ = self.child.wait();
-        // The other members were killed too, but one with many threads and much memory
-        // takes a moment to exit on a loaded machine: wait for them, so that a closed
-        // browser has no process left running, not merely one on its way out.
-        wait_until_group_exits(pgid, GROUP_EXIT_LIMIT);
         // Only now that nothing writes to it is the profile removed.
         if let Some(dir) = self.user_data.take()
             && let Err(e) = dir.close()
@@ -166,41 +172,7 @@ impl Drop for ChromiumProcess {
 }
 
 /// How long dropping a browser waits for its killed processes to finish exiting.
-const GROUP_EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Waits, at most `limit`, until no process of group `pgid` is running. Zombies count as
-/// gone: they run nothing, and Chromium's children are reaped by whoever inherits them.
-fn wait_until_group_exits(pgid: libc::pid_t, limit: std::time::Duration) {
-    let deadline = std::time::Instant::now() + limit;
-    while group_has_running_member(pgid) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-/// Whether a process of group `pgid` is running (in any state but zombie), by `/proc`.
-fn group_has_running_member(pgid: libc::pid_t) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    let pgid = pgid.to_string();
-    entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // After the command name (which may hold spaces and parentheses): state ppid pgrp.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let group = fields.nth(1);
-        state != Some("Z") && group == Some(pgid.as_str())
-    })
-}
+const EXIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Chromium's command line: headless, no sandbox (the network is the boundary we enforce;
 /// see SECURITY.md), no background traffic, every connection through our proxy.

@@ -5,4 +5,5 @@
 mod browser_support;
 
 mod attack_browser;
+mod attack_browser_escape;
 mod browser;
