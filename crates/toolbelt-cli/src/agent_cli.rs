@@ -22,8 +22,8 @@ use toolbelt::agent::{
 };
 use toolbelt::exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
-    DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, GenerationConfig, ModelError, OpenAiConfig,
-    OpenAiModel, Provider,
+    DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, FallbackModel, GenerationConfig, ModelError,
+    OpenAiConfig, OpenAiModel, Provider,
 };
 use toolbelt::{ToolContext, ToolFilter};
 
@@ -197,35 +197,100 @@ pub fn provider_from(args: &AgentArgs) -> Result<Provider, CliError> {
 /// The environment variable `--provider` overrides.
 const ENV_PROVIDER: &str = "TOOLBELT_PROVIDER";
 
-/// The client of `model`'s configuration for the provider `args` name.
+/// The client of `model`'s configuration for the provider `args` name; with several
+/// `--model` entries, a [`FallbackModel`] over one client each, `model` first.
 fn connected(args: &AgentArgs, model: &OpenAiModel) -> Result<DynModel, CliError> {
-    match provider_from(args)? {
-        Provider::OpenAi => Ok(Arc::new(model.clone())),
-        other => toolbelt::model::connect(other, model.config().clone())
-            .map_err(|e| CliError::usage(e.to_string())),
+    let usage = |e: ModelError| CliError::usage(e.to_string());
+    let entries = entries(args)?;
+    let first: DynModel = match entries[0].0 {
+        Provider::OpenAi => Arc::new(model.clone()),
+        other => toolbelt::model::connect(other, model.config().clone()).map_err(usage)?,
+    };
+    if entries.len() == 1 {
+        return Ok(first);
+    }
+    let mut models = vec![first];
+    for (provider, name) in entries.into_iter().skip(1) {
+        let config = entry_config(args, provider, Some(name))?;
+        models.push(toolbelt::model::connect(provider, config).map_err(usage)?);
+    }
+    let chain = FallbackModel::new(models)
+        .map_err(usage)?
+        .with_observer(Arc::new(|n| {
+            eprintln!(
+                "toolbelt: warning: model {} failed ({}); this turn goes on with {}",
+                n.from, n.error, n.to
+            );
+        }));
+    Ok(Arc::new(chain))
+}
+
+/// `--model` (or TOOLBELT_MODEL) as `provider:model` entries separated by commas; an entry
+/// without a known provider prefix (`qwen3:8b`) is a model of `--provider`'s provider.
+fn entries(args: &AgentArgs) -> Result<Vec<(Provider, String)>, CliError> {
+    let default = provider_from(args)?;
+    let text = args.model.clone().or_else(|| {
+        std::env::var(ENV_MODEL)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+    });
+    let Some(text) = text else {
+        return Ok(vec![(default, String::new())]);
+    };
+    let entries: Vec<_> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|entry| match entry.split_once(':') {
+            Some((provider, model)) if !model.is_empty() => match provider.parse() {
+                Ok(provider) => (provider, model.to_string()),
+                Err(_) => (default, entry.to_string()),
+            },
+            _ => (default, entry.to_string()),
+        })
+        .collect();
+    if entries.is_empty() {
+        return Err(CliError::usage(format!("--model {text:?} names no model")));
+    }
+    Ok(entries)
+}
+
+/// The environment variable with `provider`'s base URL (the one its official SDK reads).
+fn base_url_variable(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi | Provider::OpenAiResponses => ENV_BASE_URL,
+        Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        Provider::Gemini => "GOOGLE_GEMINI_BASE_URL",
     }
 }
 
-/// The model's configuration from flags and environment (see [`model_from`]).
+/// The model's configuration from flags and environment (see [`model_from`]): the first
+/// `--model` entry's.
 fn config_from(args: &AgentArgs) -> Result<OpenAiConfig, CliError> {
+    let (provider, model) = entries(args)?.swap_remove(0);
+    entry_config(args, provider, Some(model).filter(|m| !m.is_empty()))
+}
+
+/// The configuration of `model` on `provider`: `--base-url` for the `--provider`
+/// provider's entries, else the provider's base-URL variable, else its own endpoint; the key
+/// from its key variable.
+fn entry_config(
+    args: &AgentArgs,
+    provider: Provider,
+    model: Option<String>,
+) -> Result<OpenAiConfig, CliError> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let provider = provider_from(args)?;
-    let model = args.model.clone().or_else(|| var(ENV_MODEL));
-    let (base_url, key) = match provider {
-        Provider::OpenAi => (
-            args.base_url.clone().or_else(|| var(ENV_BASE_URL)),
-            var(ENV_API_KEY),
-        ),
-        // Another provider's endpoint is its own, or --base-url; never OPENAI_BASE_URL.
-        other => (
-            Some(
-                args.base_url
-                    .clone()
-                    .unwrap_or_else(|| other.default_base_url().to_string()),
-            ),
-            var(other.key_variable()),
-        ),
+    let flag = args
+        .base_url
+        .clone()
+        .filter(|_| provider_from(args).is_ok_and(|p| p == provider));
+    let base_url = flag.or_else(|| var(base_url_variable(provider)));
+    let base_url = match provider {
+        // A key alone means OpenAI's endpoint (OpenAiConfig::from_values).
+        Provider::OpenAi => base_url,
+        other => Some(base_url.unwrap_or_else(|| other.default_base_url().to_string())),
     };
+    let key = var(provider.key_variable());
     let mut config = OpenAiConfig::from_values(base_url, key, model).map_err(|e| match e {
         ModelError::NotConfigured { missing } => CliError::usage(not_configured(&missing)),
         other => CliError::usage(other.to_string()),

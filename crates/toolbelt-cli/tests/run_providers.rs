@@ -83,3 +83,39 @@ async fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn several_models_fall_back_to_the_next_on_a_retryable_failure() {
+    let dir = project();
+    let busy = ScriptedServer::start([Reply::rate_limited("0"), Reply::rate_limited("0")])
+        .await
+        .unwrap();
+    let ok = ScriptedServer::start([Reply::text("answered by the fallback")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&ok, dir.path());
+    command
+        .env("ANTHROPIC_BASE_URL", busy.base_url_for(Provider::Anthropic))
+        .env("GOOGLE_GEMINI_BASE_URL", ok.base_url_for(Provider::Gemini))
+        .env("ANTHROPIC_API_KEY", "a-key")
+        .env("GEMINI_API_KEY", "g-key")
+        .args([
+            "run",
+            "hi",
+            "--max-retries",
+            "1",
+            "--model",
+            "anthropic:claude-x, gemini:gemini-y",
+        ]);
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "answered by the fallback\n");
+    assert_eq!(busy.requests().len(), 2, "the first model's retry budget");
+    assert!(busy.requests()[0].body["model"] == "claude-x");
+    assert!(
+        stderr.contains("model claude-x failed") && stderr.contains("gemini-y"),
+        "{stderr}"
+    );
+    assert!(ok.requests()[0].path.contains("gemini-y"));
+}
