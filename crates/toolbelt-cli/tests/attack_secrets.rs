@@ -77,21 +77,26 @@ fn assert_nothing_found(out: &Output, secrets: &[&str], case: &str) {
     }
 }
 
+/// `toolbelt` run in `dir`, as root or (`as_nobody`) as user 65534 through `setpriv`.
+fn toolbelt_as(dir: &Path, as_nobody: bool) -> Command {
+    if !as_nobody {
+        return toolbelt(dir);
+    }
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_toolbelt"))
+        .current_dir(dir)
+        .env("HOME", dir);
+    command
+}
+
 /// `tools call TOOL ARGS` with two secrets in Toolbelt's environment, optionally as user 65534.
 fn call_with_secrets(tool: &str, args: &serde_json::Value, flags: &[&str], as_nobody: bool) {
     let base = open_base();
     let key = unique_secret("openai");
     let token = unique_secret("serve");
-    let mut command = if as_nobody {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_toolbelt"))
-            .current_dir(base.path())
-            .env("HOME", base.path());
-        c
-    } else {
-        toolbelt(base.path())
-    };
+    let mut command = toolbelt_as(base.path(), as_nobody);
     let out = command
         .args(["tools", "call", tool, &args.to_string(), "--dir", "."])
         .args(flags)
@@ -179,16 +184,7 @@ fn an_mcp_stdio_server_reads_no_secret_of_toolbelt_from_proc() {
     let key = unique_secret("openai");
     let token = unique_secret("serve");
     for as_nobody in [false, true] {
-        let mut command = if as_nobody {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(env!("CARGO_BIN_EXE_toolbelt"))
-                .current_dir(base.path())
-                .env("HOME", base.path());
-            c
-        } else {
-            toolbelt(base.path())
-        };
+        let mut command = toolbelt_as(base.path(), as_nobody);
         let out = command
             .args(["tools", "call", "harvest", "{}", "--mcp-config"])
             .arg(&config)
