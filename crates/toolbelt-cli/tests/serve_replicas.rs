@@ -115,9 +115,14 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let what = describe(&parts.method, &body);
     let pinned = proxy.route.and_then(|route| route(&what));
-    for _ in 0..proxy.upstreams.len() {
-        let i = pinned
-            .unwrap_or_else(|| proxy.next.fetch_add(1, Ordering::SeqCst) % proxy.upstreams.len());
+    // Round robin picks where to start; a replica that cannot be reached passes the request
+    // to the next one after it. Taking a fresh turn for each try would let concurrent
+    // requests (the client's GET stream reconnecting beside a POST) send one request to the
+    // dead replica twice and never to the live one.
+    let count = proxy.upstreams.len();
+    let start = pinned.unwrap_or_else(|| proxy.next.fetch_add(1, Ordering::SeqCst));
+    for attempt in 0..count {
+        let i = pinned.unwrap_or((start + attempt) % count);
         let mut upstream = proxy.client.request(
             parts.method.clone(),
             format!("http://{}{path}", proxy.upstreams[i]),
