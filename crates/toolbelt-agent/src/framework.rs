@@ -15,7 +15,12 @@ pub const AWAIT_USER_REPLY: &str = "await_user_reply";
 pub const AWAIT_USER_REPLY_STATE_KEY: &str = "toolbelt.await_user_reply.agent";
 
 /// The names of every framework tool (kept by every tool filter).
-pub const FRAMEWORK_TOOLS: &[&str] = &[TRANSFER_TO_AGENT, AWAIT_USER_REPLY, "knowledge_search"];
+pub const FRAMEWORK_TOOLS: &[&str] = &[
+    TRANSFER_TO_AGENT,
+    AWAIT_USER_REPLY,
+    "knowledge_search",
+    "agentic_knowledge_search",
+];
 
 /// Whether `name` is a framework tool.
 pub fn is_framework_tool(name: &str) -> bool {
