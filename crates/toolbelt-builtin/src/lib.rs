@@ -11,6 +11,7 @@
 //! | `Write` | creates or replaces a file atomically (not in read-only mode) |
 //! | `Edit` | exact string replacement with a unified diff (not in read-only mode) |
 //! | `NotebookEdit` | replaces, inserts or deletes notebook cells (not in read-only mode) |
+//! | `apply_patch` | Codex's patch format: adds, deletes, updates and moves files in one checked patch ([`fs::patch`]; not in read-only mode) |
 //! | `Bash` | runs a command with a timeout, killing every process it started ([`shell`]; in read-only mode only inside the read-only sandbox) |
 //! | `TaskOutput` | reads new output and the status of a background `Bash` task (offered with `Bash`) |
 //! | `TaskStop` | kills every process of a background task (offered with `Bash`) |
@@ -28,7 +29,7 @@
 //! work on a remote machine or in a sandbox; local implementations are the default, and
 //! [`search::ExternalSearch`] runs `rg`/`fd` instead of the in-process search.
 //!
-//! Write, Edit and NotebookEdit change an existing file only after it was fully Read through
+//! Write, Edit, NotebookEdit and apply_patch change an existing file only after it was fully Read through
 //! the same tool set, and refuse when it changed on disk since ([`fs::ReadState`]).
 //!
 //! ## Example

@@ -6,6 +6,7 @@ mod files_support;
 mod shell_support;
 mod web_support;
 
+mod attack_apply_patch;
 mod attack_code_cache;
 mod attack_confinement;
 mod attack_hostile_input;
@@ -13,6 +14,7 @@ mod attack_lost_update;
 mod attack_lost_update_processes;
 mod attack_shell;
 mod code_exec;
+mod files_apply_patch;
 mod files_confinement;
 mod files_notebook;
 mod files_read;

@@ -87,6 +87,7 @@ fn examples() -> Value {
                          "session": true, "restart": false},
         "TaskOutput": {"task_id": "task-1", "block": true, "timeout": 1000},
         "TaskStop": {"task_id": "task-1"},
+        "apply_patch": {"input": "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"},
         "WebFetch": {"url": "https://example.com/", "prompt": "What is this page about?"},
         "WebSearch": {"query": "rust json schema", "allowed_domains": ["docs.rs"]},
         "Write": {"file_path": "out.txt", "content": "hello\n"},

@@ -202,6 +202,32 @@ impl FileOps for LocalFileOps {
         .await
     }
 
+    async fn remove(&self, path: &Path) -> Result<(), FsError> {
+        let path = path.to_path_buf();
+        self.blocking(move |c| {
+            let shown = || c.display_path(&path);
+            // The parent is opened beneath the base (symlinks on the way followed by the
+            // rule); the last name is unlinked relative to it, so a final symlink is removed
+            // itself and its target, wherever it points, is not touched.
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+                return Err(FsError::IsDirectory { path: shown() });
+            };
+            let dir = c.open(parent, OFlags::PATH | OFlags::DIRECTORY)?;
+            match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                    return Err(FsError::IsDirectory { path: shown() });
+                }
+                Ok(_) => {}
+                Err(rustix::io::Errno::NOENT) => return Err(FsError::NotFound { path: shown() }),
+                Err(e) => return Err(c.io_error(&path, e.into()).into()),
+            }
+            // Without AT_REMOVEDIR: a directory swapped in since the check is refused too.
+            rustix::fs::unlinkat(&dir, name, AtFlags::empty())
+                .map_err(|e| FsError::from(c.io_error(&path, e.into())))
+        })
+        .await
+    }
+
     async fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, FsError> {
         let dir = dir.to_path_buf();
         self.blocking(move |c| {

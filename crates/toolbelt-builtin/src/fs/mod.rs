@@ -16,6 +16,7 @@ pub mod edit;
 pub mod fingerprint;
 pub mod local;
 pub mod notebook;
+pub mod patch;
 pub mod read;
 pub mod read_state;
 pub mod text;
@@ -33,12 +34,14 @@ pub fn reading_tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
     Ok(vec![read::read_tool(env)?])
 }
 
-/// The file tools that change files: Write, Edit, NotebookEdit (left out in read-only mode).
+/// The file tools that change files: Write, Edit, NotebookEdit, apply_patch (left out in
+/// read-only mode).
 pub fn writing_tools(env: &BuiltinEnv) -> Result<Vec<DynTool>, ToolError> {
     Ok(vec![
         fingerprint::NotesWrites::wrap(write::write_tool(env)?),
         fingerprint::NotesWrites::wrap(edit::edit_tool(env)?),
         fingerprint::NotesWrites::wrap(notebook::notebook_edit_tool(env)?),
+        fingerprint::NotesWrites::wrap(patch::apply_patch_tool(env)?),
     ])
 }
 
@@ -185,6 +188,15 @@ pub trait FileOps: Send + Sync + fmt::Debug {
     /// read-only file (no write bit, or not writable by this process) is refused ("file is
     /// read-only"); missing parent directories are created.
     async fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<FileStat, FsError>;
+
+    /// Removes the file (or symbolic link, not its target) at `path`; a directory is
+    /// refused. The default refuses every removal, for backends that cannot remove.
+    async fn remove(&self, path: &Path) -> Result<(), FsError> {
+        Err(FsError::Other {
+            path: self.display_path(path),
+            message: "this file backend cannot delete files".to_string(),
+        })
+    }
 
     /// The entries of a directory, sorted by name.
     async fn list(&self, dir: &Path) -> Result<Vec<DirEntry>, FsError>;

@@ -446,11 +446,7 @@ pub(crate) async fn read_modify_write<T: Send + 'static>(
             .write_atomic(&path, &bytes)
             .await
             .map_err(|e| e.to_string())?;
-        let scope = env.read_scope.as_deref();
-        if let Err(err) = env.read_state.record_in(scope, &path, &stat, &bytes).await {
-            // The change landed; the session must Read the file again before the next one.
-            tracing::warn!(path = %path.display(), "{err}");
-        }
+        record_written(&env, &path, &stat, &bytes).await;
         Ok(report)
     });
     match step.await {
@@ -459,8 +455,67 @@ pub(crate) async fn read_modify_write<T: Send + 'static>(
     }
 }
 
-/// The file's content for a change, after every check that can refuse it without reading.
-async fn current_content(
+/// The locks of several files, held together for one change that spans them (apply_patch):
+/// the process's lock of each path, and with shared reads its lock file, each set taken in
+/// path order so that two such changes cannot wait for each other.
+pub(crate) struct FileLocks {
+    _local: Vec<OwnedMutexGuard<()>>,
+    _across: Vec<OwnedFd>,
+}
+
+/// Runs `change` while holding the locks of every path in `paths`, in a task of its own (as
+/// [`read_modify_write`] does, so a caller that stops waiting cannot release the locks while
+/// a write is under way). Waiting for the process's locks is the only part a cancelled
+/// caller stops.
+pub(crate) async fn with_file_locks<T, F, Fut>(
+    env: &BuiltinEnv,
+    mut paths: Vec<PathBuf>,
+    change: F,
+) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce(BuiltinEnv) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
+{
+    paths.sort();
+    paths.dedup();
+    let mut local = Vec::with_capacity(paths.len());
+    for path in &paths {
+        local.push(lock_file(path).await);
+    }
+    let env = env.clone();
+    let step = tokio::spawn(async move {
+        let mut across = Vec::new();
+        if let Some(shared) = &env.read_state.shared {
+            for path in &paths {
+                across.push(lock_across_processes(&shared.locks, path).await?);
+            }
+        }
+        let _locks = FileLocks {
+            _local: local,
+            _across: across,
+        };
+        change(env.clone()).await
+    });
+    match step.await {
+        Ok(result) => result,
+        Err(e) => Err(format!("the change failed: {e}")),
+    }
+}
+
+/// Records the content a tool wrote to `path` as read by the call's session, so the
+/// session's next change to it needs no new Read (a failure to record is logged: the change
+/// landed, and the session must Read the file again).
+pub(crate) async fn record_written(env: &BuiltinEnv, path: &Path, stat: &FileStat, bytes: &[u8]) {
+    if let Err(err) = env.record_read(path, stat, bytes).await {
+        tracing::warn!(path = %path.display(), "{err}");
+    }
+}
+
+/// The file's content for a change, after every check that can refuse it without reading:
+/// a directory or a file over the size limit is refused, and an existing file must have
+/// been fully Read by the session and be unchanged since. `None` when there is no file.
+pub(crate) async fn current_content(
     env: &BuiltinEnv,
     path: &Path,
     shown: &str,
