@@ -1,0 +1,218 @@
+//! [`Source`]: files and folders (by path or glob) that feed a knowledge base, and the walk
+//! that reads them.
+//!
+//! Folders are walked by the `ignore` crate, as ripgrep walks them: `.gitignore`, `.ignore`
+//! and git's exclude files are honoured and hidden files are skipped. Only files whose
+//! extension names a [`DocKind`] are read; a file over [`MAX_FILE_BYTES`] or with a NUL byte
+//! in its first 8 KiB (a binary) is skipped and counted, never read whole. A walk stops with
+//! an error past [`MAX_FILES`] files, so a mistyped `/` cannot read a whole disk.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::KnowledgeError;
+use crate::chunk::DocKind;
+
+/// The largest file a knowledge base reads (4 MiB); larger ones are skipped.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+/// The most files one source may yield.
+pub const MAX_FILES: usize = 200_000;
+
+/// Files and folders to index: a path (a file, or a folder walked recursively) or a glob
+/// (`docs/**/*.md`), with user fields every chunk of it carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    location: String,
+    fields: BTreeMap<String, Value>,
+}
+
+impl Source {
+    /// A file, a folder, or a glob (any of `*?[{` makes it one; the walk starts at the
+    /// longest leading part without them).
+    pub fn new(location: impl Into<String>) -> Self {
+        Source {
+            location: location.into(),
+            fields: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a user field to every chunk of this source (over the document's front matter).
+    pub fn with_field(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.fields.insert(name.into(), value.into());
+        self
+    }
+
+    /// The path or glob as given.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+/// One file read from a source.
+#[derive(Debug)]
+pub(crate) struct LoadedFile {
+    /// The file's path as the walk found it: the source's key in the store.
+    pub(crate) key: String,
+    pub(crate) kind: DocKind,
+    pub(crate) text: String,
+    pub(crate) fields: BTreeMap<String, Value>,
+    /// SHA-256 of the bytes, the kind and the fields: unchanged means nothing to redo.
+    pub(crate) hash: String,
+}
+
+/// What a walk skipped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub(crate) too_large: usize,
+    pub(crate) binary: usize,
+}
+
+fn is_glob(location: &str) -> bool {
+    location.contains(['*', '?', '[', '{'])
+}
+
+/// The folder a glob's walk starts in: its leading components without glob characters.
+fn glob_base(location: &str) -> PathBuf {
+    let mut base = PathBuf::new();
+    for part in Path::new(location).components() {
+        if is_glob(&part.as_os_str().to_string_lossy()) {
+            break;
+        }
+        base.push(part);
+    }
+    if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    }
+}
+
+/// Reads every file of `sources`, in walk order (sorted by path, so indexes are reproducible).
+/// A file named by two sources is read once, with the fields of the first.
+pub(crate) fn load(
+    sources: &[Source],
+    salt: &str,
+) -> Result<(Vec<LoadedFile>, Skipped), KnowledgeError> {
+    let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut skipped = Skipped::default();
+    for source in sources {
+        let location = source.location.as_str();
+        let fail = |message: String| KnowledgeError::source(location, message);
+        let (root, glob) = if is_glob(location) {
+            let glob = globset::GlobBuilder::new(location)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| fail(format!("bad glob: {e}")))?
+                .compile_matcher();
+            (glob_base(location), Some(glob))
+        } else {
+            (PathBuf::from(location), None)
+        };
+        let meta = std::fs::metadata(&root).map_err(|e| fail(e.to_string()))?;
+        let mut paths: Vec<PathBuf> = Vec::new();
+        if meta.is_file() {
+            paths.push(root.clone());
+        } else {
+            let walk = ignore::WalkBuilder::new(&root)
+                .sort_by_file_name(|a, b| a.cmp(b))
+                .build();
+            for entry in walk {
+                let entry = entry.map_err(|e| fail(e.to_string()))?;
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    continue;
+                }
+                let path = entry.into_path();
+                if let Some(glob) = &glob
+                    && !glob.is_match(&path)
+                {
+                    continue;
+                }
+                if DocKind::from_path(&path).is_none() {
+                    continue;
+                }
+                paths.push(path);
+                if paths.len() > MAX_FILES {
+                    return Err(fail(format!(
+                        "more than {MAX_FILES} files; name a smaller folder or a glob"
+                    )));
+                }
+            }
+        }
+        for path in paths {
+            let key = path.to_string_lossy().into_owned();
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let Some(kind) = DocKind::from_path(&path).or(meta.is_file().then_some(DocKind::Text))
+            else {
+                continue;
+            };
+            let Some(bytes) = read_bounded(&path, &mut skipped).map_err(&fail)? else {
+                continue;
+            };
+            let hash = hash_file(&bytes, kind, &source.fields, salt);
+            files.push(LoadedFile {
+                key,
+                kind,
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                fields: source.fields.clone(),
+                hash,
+            });
+        }
+    }
+    Ok((files, skipped))
+}
+
+/// The file's bytes, or `None` when it is skipped (too large, binary).
+fn read_bounded(path: &Path, skipped: &mut Skipped) -> Result<Option<Vec<u8>>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file that grew since it was listed.
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        skipped.too_large += 1;
+        tracing::warn!(path = %path.display(), "skipped: larger than {MAX_FILE_BYTES} bytes");
+        return Ok(None);
+    }
+    if bytes[..bytes.len().min(8192)].contains(&0) {
+        skipped.binary += 1;
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+/// SHA-256 over length-prefixed fields, hex.
+pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    let digest = hasher.finalize();
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+fn hash_file(bytes: &[u8], kind: DocKind, fields: &BTreeMap<String, Value>, salt: &str) -> String {
+    let mut canonical = String::new();
+    toolbelt_core::write_canonical_json(
+        &mut canonical,
+        &Value::Object(fields.clone().into_iter().collect()),
+    );
+    sha256_hex(&[
+        bytes,
+        kind.as_str().as_bytes(),
+        canonical.as_bytes(),
+        salt.as_bytes(),
+    ])
+}
