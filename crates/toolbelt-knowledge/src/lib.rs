@@ -15,7 +15,8 @@
 //!   Without an embedder it ranks by BM25 alone and says so ([`RetrievalMode`]).
 //! - [`Filter`]: the model's metadata filter, checked against declared [`FieldSpec`]s and
 //!   evaluated in memory, never handed to a store as query text.
-//! - [`knowledge_tools`]: the two tools, with citations, within a size budget.
+//! - [`knowledge_tools`]: the two tools, with citations, within a size budget;
+//!   `knowledge_plugin` (feature `agent`) makes them framework tools of a toolbelt-agent run.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -45,6 +46,8 @@ mod chunk;
 mod error;
 mod filter;
 mod html;
+#[cfg(feature = "agent")]
+mod plugin;
 mod source;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -57,6 +60,8 @@ pub use base::{
 pub use chunk::{Chunk, ChunkOptions, DocKind};
 pub use error::KnowledgeError;
 pub use filter::{FieldSpec, FieldType, Filter};
+#[cfg(feature = "agent")]
+pub use plugin::knowledge_plugin;
 pub use source::{MAX_FILE_BYTES, MAX_FILES, Source};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

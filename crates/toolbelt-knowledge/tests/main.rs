@@ -1,5 +1,7 @@
 //! Integration tests of toolbelt-knowledge, one binary.
 
+#[cfg(feature = "agent")]
+mod agent;
 mod chunking;
 mod filter;
 mod hybrid;
