@@ -15,6 +15,8 @@
 //! | `Bash` | runs a command with a timeout, killing every process it started ([`shell`]; in read-only mode only inside the read-only sandbox) |
 //! | `TaskOutput` | reads new output and the status of a background `Bash` task (offered with `Bash`) |
 //! | `TaskStop` | kills every process of a background task (offered with `Bash`) |
+//! | `exec_command` | starts a command on a terminal of its own (a REPL, a prompt) and returns its output so far and a session id (offered with `Bash`, same sandbox and limits) |
+//! | `write_stdin` | types into a terminal session and returns what followed; `close` ends it (offered with `Bash`) |
 //! | `execute_code` | runs a Python, JavaScript or bash program as `Bash` runs a command, returning files it wrote ([`code`]; offered with `Bash`, not in read-only mode) |
 //! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
 //! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |

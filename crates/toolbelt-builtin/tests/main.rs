@@ -25,5 +25,6 @@ mod shell_bash;
 mod shell_policy;
 mod shell_sandbox;
 mod shell_tasks;
+mod shell_terminal;
 mod web_fetch;
 mod web_search;

@@ -25,6 +25,9 @@
 //! child reaped, every descendant checked gone; [`Cleanup`] says how many were ended and
 //! whether all were. Dropping a [`Contained`] that was not ended kills its whole tree.
 //!
+//! An interactive child gets a terminal of its own: a [`Pty`] as its stdin, stdout and
+//! stderr, made its controlling terminal by [`take_controlling_terminal`] in its hook.
+//!
 //! Linux only: it reads `/proc`, and uses `pidfd_open`, `close_range` and
 //! `PR_SET_CHILD_SUBREAPER`.
 //!
@@ -47,8 +50,10 @@
 mod cgroup;
 mod contained;
 mod procs;
+mod pty;
 mod reaper;
 
 pub use contained::{
     Cleanup, Contain, Contained, Containment, ExitOutcome, Grace, Killer, PreExec,
 };
+pub use pty::{Pty, PtyMaster, take_controlling_terminal};

@@ -2,3 +2,4 @@
 //! binary. Run one file's tests with `cargo test -p toolbelt-process --test process <module>::`.
 
 mod attack_escape;
+mod pty;

@@ -1,5 +1,7 @@
-//! Shell tools: `Bash`, `TaskOutput` and `TaskStop`, with the process backend they run on,
-//! an optional command policy and an optional Landlock sandbox.
+//! Shell tools: `Bash`, `TaskOutput` and `TaskStop`, terminal sessions (`exec_command`,
+//! `write_stdin`: a command on a pseudo-terminal, driven by the model, see `terminal.rs`),
+//! with the process backend they run on, an optional command policy and an optional
+//! Landlock sandbox.
 //!
 //! - [`ShellTools`] holds the configuration and the background tasks of one tool set; its
 //!   [`ShellTools::tools`] are the three tools, and [`ShellTools::close`] kills every task it
@@ -39,6 +41,7 @@ mod policy;
 mod process;
 mod sandbox;
 mod tasks;
+mod terminal;
 mod tools;
 
 use std::ffi::OsString;
@@ -54,10 +57,11 @@ pub use output::{CappedOutput, RenderedOutput};
 pub use policy::{CommandPattern, CommandPolicy, PolicyViolation};
 pub use process::{
     Cleanup, Containment, ExitOutcome, Killer, LocalProcessBackend, OutputStream, OutputTarget,
-    ProcessBackend, ProcessRequest, RunningProcess,
+    ProcessBackend, ProcessRequest, PtyMaster, RunningProcess,
 };
 pub use sandbox::{ChildHook, LandlockSandbox, SandboxError, SandboxMode, SandboxPolicy};
 pub use tasks::TaskStatus;
+pub use terminal::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, ExecCommandArgs, WriteStdinArgs};
 
 use tasks::TaskRegistry;
 
@@ -83,6 +87,8 @@ pub struct ShellConfig {
     max_timeout: Duration,
     kill_grace: Duration,
     max_output_chars: usize,
+    max_terminal_sessions: usize,
+    terminal_idle_timeout: Duration,
 }
 
 impl fmt::Debug for ShellConfig {
@@ -100,6 +106,8 @@ impl fmt::Debug for ShellConfig {
             .field("max_timeout", &self.max_timeout)
             .field("kill_grace", &self.kill_grace)
             .field("max_output_chars", &self.max_output_chars)
+            .field("max_terminal_sessions", &self.max_terminal_sessions)
+            .field("terminal_idle_timeout", &self.terminal_idle_timeout)
             .finish()
     }
 }
@@ -127,6 +135,8 @@ impl ShellConfig {
             max_timeout: MAX_TIMEOUT,
             kill_grace: Duration::from_secs(2),
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            max_terminal_sessions: DEFAULT_MAX_SESSIONS,
+            terminal_idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -209,6 +219,19 @@ impl ShellConfig {
         self
     }
 
+    /// How many terminal sessions (`exec_command`) may run at once (default 8).
+    pub fn max_terminal_sessions(mut self, sessions: usize) -> Self {
+        self.max_terminal_sessions = sessions;
+        self
+    }
+
+    /// How long a terminal session may go without an `exec_command` or `write_stdin` call
+    /// before it is ended with everything it started (default five minutes).
+    pub fn terminal_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.terminal_idle_timeout = timeout;
+        self
+    }
+
     /// Whether commands run on a custom backend (which ignores [`ShellConfig::sandbox`]).
     pub(crate) fn has_custom_backend(&self) -> bool {
         self.backend.is_some()
@@ -240,6 +263,7 @@ pub(crate) struct ShellState {
     backend: Arc<dyn ProcessBackend>,
     sandboxed: bool,
     tasks: TaskRegistry,
+    terminals: terminal::Terminals,
     /// Keeps a private temp dir alive (and deletes it on drop) when none was configured.
     _owned_temp: Option<tempfile::TempDir>,
 }
@@ -327,8 +351,9 @@ impl ShellState {
     }
 }
 
-/// The shell tools of one tool set: `Bash`, `TaskOutput` and `TaskStop`, sharing one
-/// configuration and one set of background tasks.
+/// The shell tools of one tool set: `Bash`, `TaskOutput`, `TaskStop` and the terminal
+/// sessions' `exec_command` and `write_stdin`, sharing one configuration, one set of
+/// background tasks and one set of sessions.
 ///
 /// It is also a [`ToolSet`] named `shell`, for use on its own.
 #[derive(Clone)]
@@ -396,6 +421,12 @@ impl ShellTools {
                 ),
             };
         let tasks = TaskRegistry::new(temp_dir.clone(), config.kill_grace, config.max_output_chars);
+        let terminals = terminal::Terminals::new(terminal::TerminalLimits {
+            max_sessions: config.max_terminal_sessions,
+            idle_timeout: config.terminal_idle_timeout,
+            lifetime: config.max_timeout,
+            kill_grace: config.kill_grace,
+        });
         let state = Arc::new(ShellState {
             config,
             base_dir,
@@ -403,6 +434,7 @@ impl ShellTools {
             backend,
             sandboxed,
             tasks,
+            terminals,
             _owned_temp: owned_temp,
         });
         let tools = tools::build(&state)?;
@@ -414,7 +446,7 @@ impl ShellTools {
         &self.state
     }
 
-    /// `Bash`, `TaskOutput` and `TaskStop`.
+    /// `Bash`, `TaskOutput`, `TaskStop`, `exec_command` and `write_stdin`.
     pub fn tools(&self) -> Vec<DynTool> {
         self.tools.clone()
     }
@@ -429,10 +461,11 @@ impl ShellTools {
         &self.state.temp_dir
     }
 
-    /// Kills every background task this set started and refuses new ones. Calling it twice
-    /// is fine.
+    /// Kills every background task and terminal session this set started and refuses new
+    /// ones. Calling it twice is fine.
     pub async fn close(&self) {
         self.state.tasks.close().await;
+        self.state.terminals.close().await;
     }
 }
 

@@ -45,6 +45,11 @@ pub struct RenderedOutput {
 }
 
 impl CappedOutput {
+    /// The most characters it renders.
+    pub fn max_chars(&self) -> usize {
+        self.max_chars
+    }
+
     /// An empty buffer that renders at most `max_chars` characters (at least 2).
     pub fn new(max_chars: usize) -> Self {
         Self {

@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
-use toolbelt_process::{Contain, Contained};
+use toolbelt_process::{Contain, Contained, Pty};
 
 use super::sandbox::SandboxPolicy;
 
-pub use toolbelt_process::{Cleanup, Containment, ExitOutcome, Killer};
+pub use toolbelt_process::{Cleanup, Containment, ExitOutcome, Killer, PtyMaster};
 
 /// Where a command's output goes. stdout and stderr always share one destination, so their
 /// lines stay in the order the command wrote them.
@@ -34,6 +34,10 @@ pub enum OutputTarget {
     Pipe,
     /// A file the command appends to directly (for background tasks).
     File(PathBuf),
+    /// A new pseudo-terminal, the command's stdin, stdout, stderr and controlling terminal
+    /// (for terminal sessions): the caller reads and writes it through
+    /// [`RunningProcess::take_terminal`].
+    Terminal,
 }
 
 /// One command to run.
@@ -70,6 +74,12 @@ pub trait RunningProcess: Send {
 
     /// The merged output stream, once, when the request asked for [`OutputTarget::Pipe`].
     fn take_output(&mut self) -> Option<OutputStream>;
+
+    /// The terminal's parent end, once, when the request asked for
+    /// [`OutputTarget::Terminal`]. Backends without terminals return `None`.
+    fn take_terminal(&mut self) -> Option<Arc<PtyMaster>> {
+        None
+    }
 
     /// Waits for the command itself to exit. Cancel-safe.
     async fn wait(&mut self) -> io::Result<ExitOutcome>;
@@ -195,7 +205,16 @@ impl ProcessBackend for LocalProcessBackend {
             .envs(request.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         let mut reader = None;
+        let mut terminal = None;
         match &request.output {
+            OutputTarget::Terminal => {
+                let pty = Pty::open(24, 200)?;
+                command
+                    .stdin(pty.slave.try_clone()?)
+                    .stdout(pty.slave.try_clone()?)
+                    .stderr(pty.slave);
+                terminal = Some(Arc::new(pty.master));
+            }
             OutputTarget::Pipe => {
                 // One pipe for both streams keeps their relative order exactly as written.
                 let (read_end, write_end) = io::pipe()?;
@@ -211,12 +230,26 @@ impl ProcessBackend for LocalProcessBackend {
             }
         }
         let mut contain = Contain::new(self.containment);
-        if let Some(sandbox) = &self.sandbox {
-            contain = contain.pre_exec(
+        let mut sandbox_hook = match &self.sandbox {
+            Some(sandbox) => Some(
                 sandbox
                     .child_hook(&request)
                     .map_err(|e| io::Error::other(format!("sandbox {}: {e}", sandbox.name())))?,
-            );
+            ),
+            None => None,
+        };
+        let wants_terminal = terminal.is_some();
+        if wants_terminal || sandbox_hook.is_some() {
+            contain = contain.pre_exec(Box::new(move || {
+                // The terminal first: the sandbox's seccomp filter may refuse the ioctl.
+                if wants_terminal {
+                    toolbelt_process::take_controlling_terminal();
+                }
+                match sandbox_hook.as_mut() {
+                    Some(hook) => hook(),
+                    None => Ok(()),
+                }
+            }));
         }
         let process = contain.spawn(command).map_err(|e| {
             let confinement = match &self.sandbox {
@@ -236,14 +269,20 @@ impl ProcessBackend for LocalProcessBackend {
             }
             None => None,
         };
-        Ok(Box::new(LocalProcess { process, output }))
+        Ok(Box::new(LocalProcess {
+            process,
+            output,
+            terminal,
+        }))
     }
 }
 
-/// A command started by [`LocalProcessBackend`]: the contained child and its merged output.
+/// A command started by [`LocalProcessBackend`]: the contained child and its merged output
+/// or terminal.
 struct LocalProcess {
     process: Contained,
     output: Option<OutputStream>,
+    terminal: Option<Arc<PtyMaster>>,
 }
 
 #[async_trait]
@@ -254,6 +293,10 @@ impl RunningProcess for LocalProcess {
 
     fn take_output(&mut self) -> Option<OutputStream> {
         self.output.take()
+    }
+
+    fn take_terminal(&mut self) -> Option<Arc<PtyMaster>> {
+        self.terminal.take()
     }
 
     async fn wait(&mut self) -> io::Result<ExitOutcome> {

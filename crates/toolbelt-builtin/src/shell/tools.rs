@@ -132,11 +132,9 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
         })?
         .map_declaration(|d| d.destructive().closed_world().concurrency_safe(true));
 
-    Ok(vec![
-        Arc::new(bash),
-        Arc::new(task_output),
-        Arc::new(task_stop),
-    ])
+    let mut tools: Vec<DynTool> = vec![Arc::new(bash), Arc::new(task_output), Arc::new(task_stop)];
+    tools.extend(super::terminal::tools(state)?);
+    Ok(tools)
 }
 
 /// A millisecond argument: zero, negative or absent means `default`; above `max` means `max`.
