@@ -6,6 +6,7 @@ mod agent_cli;
 mod browser;
 mod chat;
 mod common;
+mod knowledge;
 mod mcp;
 mod mcp_client;
 mod mcp_login;
@@ -65,6 +66,10 @@ enum Command {
     /// The skills an agent in --dir is offered: list them, or show one.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// A knowledge base of files and folders: index it, search it as the agent's
+    /// knowledge_search tools do, or show what it holds.
+    #[command(subcommand)]
+    Knowledge(knowledge::KnowledgeCommand),
     /// A local web page of the runs in a session file, live, with a chat box that starts
     /// runs (needs --session FILE; the model flags as for `run`).
     Ui(ui::UiArgs),
@@ -110,6 +115,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Skills(command) => skills::run(command).await,
+            Command::Knowledge(command) => knowledge::run(command).await,
             Command::Ui(args) => ui::run(args).await,
         }
     });

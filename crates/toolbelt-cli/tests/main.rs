@@ -16,6 +16,7 @@ mod attack_ui;
 mod cli_basics;
 mod conformance;
 mod dialect_declarations;
+mod knowledge;
 mod mcp;
 mod mcp_client_features;
 #[cfg(feature = "otel")]

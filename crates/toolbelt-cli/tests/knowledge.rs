@@ -1,0 +1,168 @@
+//! `toolbelt knowledge index|search|status`, run as a user runs it: the built binary over a
+//! folder of files, with exit codes, stdout and stderr checked.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn toolbelt(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolbelt"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run toolbelt")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn write(dir: &Path, path: &str, content: &str) {
+    let path = dir.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+#[test]
+fn index_search_and_status_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "docs/ops.md",
+        "---\nteam: sre\n---\n# Ops\n\n## Rollback\n\nRun `make rollback` to restore the previous release.\n",
+    );
+    write(
+        d,
+        "src/main.rs",
+        "fn main() {\n    println!(\"hello\");\n}\n",
+    );
+
+    let out = toolbelt(d, &["knowledge", "index", "docs", "src"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("2 files: 2 added, 0 changed, 0 unchanged, 0 removed"),
+        "{text}"
+    );
+    assert!(text.contains("BM25"), "{text}");
+    assert!(d.join(".toolbelt/knowledge.db").is_file());
+
+    let out = toolbelt(d, &["knowledge", "search", "how do I roll back a release"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("Ranking: keyword search (BM25) only"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[1] docs/ops.md:6-8 — Ops > Rollback"),
+        "{text}"
+    );
+
+    let out = toolbelt(
+        d,
+        &[
+            "knowledge",
+            "search",
+            "main",
+            "--filter",
+            r#"{"kind": "code"}"#,
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["mode"], "bm25_only");
+    assert_eq!(json["hits"][0]["citation"], "src/main.rs:1-3");
+
+    // A second index with one file gone and one changed.
+    std::fs::remove_file(d.join("src/main.rs")).unwrap();
+    write(
+        d,
+        "docs/ops.md",
+        "# Ops\n\n## Rollback\n\nRun the undo script.\n",
+    );
+    let out = toolbelt(d, &["knowledge", "index", "docs", "src", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (&report["changed"], &report["removed"], &report["chunks"]),
+        (&Value::from(1), &Value::from(1), &Value::from(2))
+    );
+
+    let out = toolbelt(d, &["knowledge", "status", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (&status["documents"], &status["chunks"]),
+        (&Value::from(1), &Value::from(2))
+    );
+}
+
+#[test]
+fn bad_filters_and_a_missing_base_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = toolbelt(d, &["knowledge", "search", "anything"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("run `toolbelt knowledge index PATH...` first"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!d.join(".toolbelt").exists(), "search creates nothing");
+
+    write(d, "a.md", "# A\n\nalpha\n");
+    assert!(
+        toolbelt(d, &["knowledge", "index", "a.md"])
+            .status
+            .success()
+    );
+    let out = toolbelt(
+        d,
+        &[
+            "knowledge",
+            "search",
+            "alpha",
+            "--filter",
+            r#"{"owner": "' OR 1=1 --"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown field \"owner\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = toolbelt(d, &["knowledge", "search", "alpha", "--filter", "not json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--filter is not JSON"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = toolbelt(d, &["knowledge", "index", "missing-folder"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("source missing-folder"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Another program's database is refused, not written into.
+    std::fs::write(
+        d.join("other.db"),
+        "plain text, not a database at all, long enough",
+    )
+    .unwrap();
+    let out = toolbelt(d, &["knowledge", "status", "--db", "other.db"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not a database"), "{}", stderr(&out));
+}
