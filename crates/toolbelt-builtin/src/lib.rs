@@ -18,6 +18,7 @@
 //! | `exec_command` | starts a command on a terminal of its own (a REPL, a prompt) and returns its output so far and a session id (offered with `Bash`, same sandbox and limits) |
 //! | `write_stdin` | types into a terminal session and returns what followed; `close` ends it (offered with `Bash`) |
 //! | `execute_code` | runs a Python, JavaScript or bash program as `Bash` runs a command, returning files it wrote ([`code`]; offered with `Bash`, not in read-only mode) |
+//! | `TodoWrite` | the session's task list in Claude Code's shape, shown to the user as a checklist ([`plan`]) |
 //! | `WebFetch` | GETs a URL as Markdown or text, under a domain policy and an SSRF guard ([`web`]) |
 //! | `WebSearch` | web search through a provider (DuckDuckGo's results page, SearXNG, yours) |
 //! | `duckduckgo_search` | DuckDuckGo's instant answer plus up to 5 results |
@@ -69,6 +70,7 @@
 pub mod code;
 pub mod confine;
 pub mod fs;
+pub mod plan;
 pub mod search;
 pub mod shell;
 mod toolset;

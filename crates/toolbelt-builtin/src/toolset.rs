@@ -229,7 +229,8 @@ impl BuiltinEnv {
 /// The built-in tools as a tool set, confined to a base directory.
 ///
 /// Tools, in order: Read, Glob, Grep, then (unless read-only) Write, Edit, NotebookEdit,
-/// then Bash, TaskOutput, TaskStop, (unless read-only) execute_code, then (with the `web` feature, unless
+/// then Bash, TaskOutput, TaskStop, exec_command, write_stdin, (unless read-only)
+/// execute_code, then TodoWrite, then (with the `web` feature, unless
 /// [`WebOptions::disabled`](crate::web::WebOptions::disabled)) WebFetch, WebSearch,
 /// duckduckgo_search. In read-only mode the shell tools run in the read-only sandbox
 /// ([`SandboxMode::ReadOnly`]: no writes but to a private temp dir, no network), and are left
@@ -247,6 +248,8 @@ pub struct BuiltinToolSet {
     shell_sandbox: Option<SandboxMode>,
     /// execute_code's persistent Python session, killed on close.
     python: Option<Arc<crate::code::PythonSession>>,
+    /// TodoWrite's lists, per session.
+    plans: Arc<crate::plan::Plans>,
 }
 
 impl std::fmt::Debug for BuiltinToolSet {
@@ -308,6 +311,8 @@ impl BuiltinToolSet {
             tools.push(counted_as_writer(tool));
             python = Some(session);
         }
+        let plans = Arc::new(crate::plan::Plans::default());
+        tools.push(crate::plan::todo_write_tool(plans.clone())?);
         #[cfg(feature = "web")]
         tools.extend(crate::web::tools(&options.web)?);
         Ok(Self {
@@ -317,6 +322,7 @@ impl BuiltinToolSet {
             shell,
             shell_sandbox,
             python,
+            plans,
         })
     }
 
@@ -340,6 +346,12 @@ impl BuiltinToolSet {
     /// What the tools share.
     pub fn env(&self) -> &BuiltinEnv {
         &self.env
+    }
+
+    /// The task list TodoWrite keeps for `session` (the call's
+    /// [`ReadScope`](crate::fs::ReadScope); `None` for calls that name none).
+    pub fn todos(&self, session: Option<&str>) -> Vec<crate::plan::TodoItem> {
+        self.plans.get(session)
     }
 
     /// The tools, without going through the async [`ToolSet`] interface.

@@ -19,6 +19,7 @@ mod files_confinement;
 mod files_notebook;
 mod files_read;
 mod files_write_edit;
+mod plan_todo;
 mod result_cache;
 mod search_tools;
 mod shell_bash;

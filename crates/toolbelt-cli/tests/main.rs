@@ -26,6 +26,7 @@ mod run;
 mod run_artifacts;
 mod run_json;
 mod run_providers;
+mod run_todo;
 mod run_tool_search;
 mod sandbox;
 mod schemas_ajv;

@@ -87,6 +87,8 @@ fn examples() -> Value {
                          "session": true, "restart": false},
         "TaskOutput": {"task_id": "task-1", "block": true, "timeout": 1000},
         "TaskStop": {"task_id": "task-1"},
+        "TodoWrite": {"todos": [{"content": "Run the tests", "status": "in_progress",
+                                 "activeForm": "Running the tests"}]},
         "apply_patch": {"input": "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"},
         "exec_command": {"cmd": "python3 -i", "workdir": "src", "yield_time_ms": 1000,
                          "max_output_tokens": 2000},

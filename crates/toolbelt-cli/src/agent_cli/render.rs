@@ -286,6 +286,9 @@ impl Renderer {
         };
         self.end_lines();
         self.spinner.println(&result_line(result, &args));
+        if let Some(plan) = plan_lines(result) {
+            self.spinner.println(&plan);
+        }
         self.update_spinner();
     }
 
@@ -382,6 +385,21 @@ fn result_line(result: &ToolResult, args: &str) -> String {
         line.push_str(&format!(" [{note}]"));
     }
     line
+}
+
+/// The task list a successful TodoWrite saved, as its checklist (the tool's user view),
+/// indented under its line, so a run shows its plan as it changes.
+fn plan_lines(result: &ToolResult) -> Option<String> {
+    if result.name != "TodoWrite" || result.is_error {
+        return None;
+    }
+    let list = result.user_text.as_deref()?.trim_end();
+    Some(
+        list.lines()
+            .map(|line| format!("    {line}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 /// One event as one line of JSON on stdout (the `--json` format).
