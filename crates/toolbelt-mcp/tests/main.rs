@@ -8,6 +8,7 @@ mod oauth_support;
 
 mod attack_mcp;
 mod attack_oauth;
+mod attack_relay;
 mod attack_stdio_escape;
 mod attack_stdio_lines;
 mod broker_declaration_size;

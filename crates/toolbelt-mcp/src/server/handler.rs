@@ -35,6 +35,9 @@ use crate::client::tool::json_kind;
 /// How often a long call without reports of its own tells a watching client it is alive.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 
+/// How long `tools/list_changed` waits for one client to take it.
+const NOTIFY_WAIT: Duration = Duration::from_secs(5);
+
 /// Serves an [`Executor`]'s tools to MCP clients.
 ///
 /// Clone it freely: clones share the executor and the list of connected clients, so one value
@@ -181,11 +184,17 @@ impl ToolServer {
             peers.retain(|peer| !peer.is_transport_closed());
             peers.clone()
         };
-        for peer in peers {
-            if let Err(err) = peer.notify_tool_list_changed().await {
-                tracing::debug!("could not send tools/list_changed: {err}");
+        // Side by side, each bounded: a client that does not read cannot hold up the others.
+        futures::future::join_all(peers.iter().map(|peer| async move {
+            match tokio::time::timeout(NOTIFY_WAIT, peer.notify_tool_list_changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::debug!("could not send tools/list_changed: {err}"),
+                Err(_) => {
+                    tracing::debug!("a client did not take tools/list_changed in {NOTIFY_WAIT:?}")
+                }
             }
-        }
+        }))
+        .await;
         self.lock_peers().retain(|peer| !peer.is_transport_closed());
     }
 

@@ -69,6 +69,11 @@ impl Default for HttpServeOptions {
 }
 
 /// The loopback origins allowed when none are configured.
+/// How long a shutdown waits for open connections to finish. A client that stopped reading
+/// its `GET` stream keeps its connection's last write pending forever, and waiting for it
+/// would keep `serve` from ever exiting.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
 const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 /// Whether only this machine can connect to `ip` (`127.0.0.0/8`, `::1`, or `::ffff:127.x`).
@@ -186,9 +191,11 @@ impl HttpServer {
     }
 
     /// Serves until `shutdown` is cancelled, then ends every session and returns once the
-    /// connections have closed.
+    /// connections have closed, or after a few seconds with the connections of clients that
+    /// do not read still open.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let stop = self.stop.clone();
+        let drain_started = shutdown.clone();
         let expiry = tokio::spawn(self.sessions.clone().expire_until(stop.clone()));
         let listening = self
             .bus
@@ -206,9 +213,17 @@ impl HttpServer {
                 tracing::debug!("could not set TCP_NODELAY: {err}");
             }
         });
-        let served = axum::serve(listener, self.router)
-            .with_graceful_shutdown(graceful)
-            .await;
+        let serving = axum::serve(listener, self.router).with_graceful_shutdown(graceful);
+        let served = tokio::select! {
+            served = serving => served,
+            () = async {
+                drain_started.cancelled().await;
+                tokio::time::sleep(DRAIN_LIMIT).await;
+            } => {
+                tracing::warn!("connections still open {DRAIN_LIMIT:?} after shutdown; leaving them");
+                Ok(())
+            }
+        };
         self.stop.cancel();
         let _ = expiry.await;
         if let Some(listening) = listening {

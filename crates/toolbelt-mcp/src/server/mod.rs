@@ -94,6 +94,7 @@ mod handler;
 mod http;
 mod line_filter;
 mod malformed;
+mod outbox;
 mod relay;
 mod requests;
 mod sessions;

@@ -21,7 +21,9 @@
 //! `notifications/resources/updated` goes to the clients that subscribed, under the URI they
 //! used; list changes of resources and prompts go to every client. When a server's session
 //! is re-established (it died and its tool set reconnected), the level and the subscriptions
-//! are given to the new session.
+//! are given to the new session. Every client has its own bounded queue of these
+//! notifications, emptied by a task of its own (`outbox.rs`): a client that does not read
+//! lags alone, its log messages dropped (and counted to it) once its queue is full.
 
 // Logging and `resources/subscribe` are deprecated in rmcp's newest protocol version
 // (SEP-2577) but are what clients and servers of the versions in use speak.
@@ -34,15 +36,14 @@ use rmcp::ErrorData as RpcError;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptResult, LoggingLevel,
     LoggingMessageNotificationParam, Prompt, ReadResourceResult, Reference, Resource,
-    ResourceContents, ResourceTemplate, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerNotification,
+    ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities,
 };
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
-use tokio::sync::mpsc;
 use toolbelt_core::{JsonObject, ToolContext};
 
 use super::bus::SessionBus;
+use super::outbox::{Outbox, SharedLog};
 use super::requests::ClientRequests;
 use super::upstream::{Upstream, Upstreams};
 use crate::McpError;
@@ -72,8 +73,8 @@ pub(crate) struct Relay {
     /// Each server's reconnect count when its session state (level, subscriptions) was
     /// last given to it.
     sessions_seen: Mutex<HashMap<String, u64>>,
-    /// Sends the servers' notifications, in order, to the forwarding task.
-    events: OnceLock<mpsc::UnboundedSender<Event>>,
+    /// Each client's queue of notifications, by the client's identity (see `outbox.rs`).
+    outboxes: Mutex<Outboxes>,
     /// Replicas sharing sessions: a subscriber's updates go to whichever holds its stream.
     bus: OnceLock<Arc<SessionBus>>,
     self_ref: Weak<Relay>,
@@ -95,16 +96,9 @@ struct Subscription {
     uri: String,
 }
 
-/// A notification on its way from a server to the clients.
-enum Event {
-    Log(LoggingMessageNotificationParam),
-    Updated {
-        server: String,
-        update: ResourceUpdatedNotificationParam,
-    },
-    ResourcesChanged,
-    PromptsChanged,
-}
+/// Each client's outbox by the client's identity (the address of its peer info), with the
+/// peer, to forget the clients gone.
+type Outboxes = HashMap<usize, (Peer<RoleServer>, Arc<Outbox>)>;
 
 impl Relay {
     pub(crate) fn new(upstreams: Upstreams, peers: Peers) -> Arc<Self> {
@@ -117,7 +111,7 @@ impl Relay {
             resources: Mutex::default(),
             templates: Mutex::default(),
             sessions_seen: Mutex::default(),
-            events: OnceLock::new(),
+            outboxes: Mutex::default(),
             bus: OnceLock::new(),
             self_ref: self_ref.clone(),
         });
@@ -593,8 +587,10 @@ impl Relay {
         if let Some(level) = level {
             self.set_level(&ToolContext::new(), level).await;
         }
-        self.send(Event::ResourcesChanged);
-        self.send(Event::PromptsChanged);
+        self.each_outbox(|outbox| {
+            outbox.resources_changed();
+            outbox.prompts_changed();
+        });
     }
 
     /// Gives a server whose session was re-established (it died and the tool set reconnected)
@@ -654,15 +650,51 @@ impl Relay {
         ])
     }
 
-    /// Queues a notification for the clients, starting the forwarding task on first use
-    /// (notifications arrive from inside the runtime, where a task can be spawned).
-    fn send(&self, event: Event) {
-        let sender = self.events.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(forward(rx, self.self_ref.clone()));
-            tx
-        });
-        let _ = sender.send(event);
+    /// The bus the replicas share, when the server is one of several.
+    pub(crate) fn bus(&self) -> Option<&SessionBus> {
+        self.bus.get().map(Arc::as_ref)
+    }
+
+    /// The outbox of `peer`, started on first use (notifications arrive from inside the
+    /// runtime, where its task can be spawned); `None` for a client not initialized.
+    fn outbox(&self, peer: &Peer<RoleServer>) -> Option<Arc<Outbox>> {
+        let key = Arc::as_ptr(&peer.peer_info()?) as usize;
+        let mut outboxes = lock(&self.outboxes);
+        if let Some((_, outbox)) = outboxes.get(&key) {
+            return Some(outbox.clone());
+        }
+        // The clients gone are forgotten (a reused address is then free too).
+        outboxes.retain(|_, (peer, _)| !peer.is_transport_closed());
+        let outbox = Outbox::start(peer.clone(), self.self_ref.clone());
+        outboxes.insert(key, (peer.clone(), outbox.clone()));
+        Some(outbox)
+    }
+
+    /// Runs `queue` on the outbox of every client still connected.
+    fn each_outbox(&self, queue: impl Fn(&Outbox)) {
+        for peer in self.live_peers() {
+            if let Some(outbox) = self.outbox(&peer) {
+                queue(&outbox);
+            }
+        }
+    }
+
+    /// Queues a server's log message for every client.
+    fn log(&self, message: LoggingMessageNotificationParam) {
+        let log = SharedLog::new(message);
+        self.each_outbox(|outbox| outbox.log(&log));
+    }
+
+    /// Queues a resource update of `server` for the clients subscribed to it, under the URI
+    /// each used.
+    fn updated(&self, server: &str, update: ResourceUpdatedNotificationParam) {
+        for (peer, session, client_uri) in self.subscribers(server, &update.uri) {
+            if let Some(outbox) = self.outbox(&peer) {
+                let mut update = update.clone();
+                update.uri = client_uri;
+                outbox.updated(session, update);
+            }
+        }
     }
 
     /// The clients still connected, oldest first.
@@ -686,50 +718,6 @@ impl Relay {
             .filter(|s| s.server == server && s.uri == uri)
             .map(|s| (s.peer.clone(), s.session.clone(), s.client_uri.clone()))
             .collect()
-    }
-}
-
-/// Sends the servers' notifications to the clients, one at a time and in the order they
-/// came, until the relay is gone.
-async fn forward(mut events: mpsc::UnboundedReceiver<Event>, relay: Weak<Relay>) {
-    while let Some(event) = events.recv().await {
-        let Some(relay) = relay.upgrade() else {
-            return;
-        };
-        match event {
-            Event::Log(message) => {
-                for peer in relay.live_peers() {
-                    if let Err(err) = peer.notify_logging_message(message.clone()).await {
-                        tracing::debug!("could not forward a log message: {err}");
-                    }
-                }
-            }
-            Event::Updated { server, update } => {
-                for (peer, session, client_uri) in relay.subscribers(&server, &update.uri) {
-                    let mut update = update.clone();
-                    update.uri = client_uri;
-                    let notification = ServerNotification::ResourceUpdatedNotification(
-                        ResourceUpdatedNotification::new(update),
-                    );
-                    let bus = relay.bus.get().map(Arc::as_ref);
-                    SessionBus::notify_client(bus, session.as_deref(), &peer, notification).await;
-                }
-            }
-            Event::ResourcesChanged => {
-                for peer in relay.live_peers() {
-                    if let Err(err) = peer.notify_resource_list_changed().await {
-                        tracing::debug!("could not send resources/list_changed: {err}");
-                    }
-                }
-            }
-            Event::PromptsChanged => {
-                for peer in relay.live_peers() {
-                    if let Err(err) = peer.notify_prompt_list_changed().await {
-                        tracing::debug!("could not send prompts/list_changed: {err}");
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -827,28 +815,25 @@ impl UpstreamListener for Listener {
         if let Some(relay) = self.0.upgrade() {
             // Which server spoke, when it did not say.
             message.logger.get_or_insert_with(|| server.to_string());
-            relay.send(Event::Log(message));
+            relay.log(message);
         }
     }
 
     fn resource_updated(&self, server: &str, update: ResourceUpdatedNotificationParam) {
         if let Some(relay) = self.0.upgrade() {
-            relay.send(Event::Updated {
-                server: server.to_string(),
-                update,
-            });
+            relay.updated(server, update);
         }
     }
 
     fn resources_changed(&self, _server: &str) {
         if let Some(relay) = self.0.upgrade() {
-            relay.send(Event::ResourcesChanged);
+            relay.each_outbox(Outbox::resources_changed);
         }
     }
 
     fn prompts_changed(&self, _server: &str) {
         if let Some(relay) = self.0.upgrade() {
-            relay.send(Event::PromptsChanged);
+            relay.each_outbox(Outbox::prompts_changed);
         }
     }
 }
