@@ -268,6 +268,71 @@ impl Active {
     }
 }
 
+/// The callbacks in force for an agent of your own (a graph workflow, a router) in one
+/// invocation: the runner's plugins', then the ones given, run stage by stage in the order an
+/// [`LlmAgent`](crate::LlmAgent) runs them (see the [module docs](self)). Tool callbacks need
+/// the hook pair of [`tool_callback_hooks`] in the executor and the chain attached to each
+/// call's context with [`CallbackChain::attach`].
+#[derive(Clone, Default)]
+pub struct CallbackChain(Active);
+
+impl std::fmt::Debug for CallbackChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallbackChain")
+            .field(&self.0.0.len())
+            .finish()
+    }
+}
+
+impl CallbackChain {
+    /// The plugins' callbacks of `inv`'s run, then `own`.
+    pub fn new(inv: &Invocation, own: impl IntoIterator<Item = Callbacks>) -> Self {
+        let mut all: Vec<Callbacks> = inv.plugins.iter().map(|p| p.callbacks.clone()).collect();
+        all.extend(own);
+        Self(Active(all))
+    }
+
+    /// Runs the before_agent stage: `Some(message)` ends the agent's run with it.
+    pub async fn before_agent(&self, inv: &Invocation) -> Result<Option<Message>, AgentError> {
+        self.0.before_agent(inv).await
+    }
+
+    /// Runs the after_agent stage: the messages the callbacks add.
+    pub async fn after_agent(&self, inv: &Invocation) -> Result<Vec<Message>, AgentError> {
+        self.0.after_agent(inv).await
+    }
+
+    /// Runs the before_model stage on `request`: `Some(message)` answers in the model's place.
+    pub async fn before_model(
+        &self,
+        inv: &Invocation,
+        request: &mut Request,
+    ) -> Result<Option<Message>, AgentError> {
+        self.0.before_model(inv, request).await
+    }
+
+    /// Runs the after_model stage on the model's message.
+    pub async fn after_model(
+        &self,
+        inv: &Invocation,
+        message: &mut Message,
+    ) -> Result<(), AgentError> {
+        self.0.after_model(inv, message).await
+    }
+
+    /// `ctx` carrying this chain, so [`tool_callback_hooks`] run its tool callbacks.
+    pub fn attach(&self, ctx: ToolContext) -> ToolContext {
+        ctx.with_extension(self.0.clone())
+    }
+}
+
+/// The before/after hook pair that runs the tool callbacks of the [`CallbackChain`] attached
+/// to a call's context (and nothing for other calls): add both, last, to the executor an
+/// agent of your own builds, as [`LlmAgent`](crate::LlmAgent) does.
+pub fn tool_callback_hooks() -> (impl BeforeHook, impl AfterHook) {
+    (ToolCallbackHooks, ToolCallbackHooks)
+}
+
 fn stage(name: &'static str) -> impl Fn(CallbackError) -> AgentError {
     move |error| AgentError::Callback(format!("{name} callback: {error}"))
 }

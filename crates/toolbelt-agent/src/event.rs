@@ -56,6 +56,27 @@ impl ToolResult {
         }
     }
 
+    /// The result the executor returned for one call, as events and histories record it.
+    pub fn from_call(result: toolbelt_exec::CallResult) -> Self {
+        let user_text = result.user_text();
+        let content = result.model_text();
+        let (blocks, silent) = match &result.result {
+            Ok(output) => (output.blocks.clone(), output.silent),
+            Err(_) => (Vec::new(), false),
+        };
+        Self {
+            user_text: (user_text != content).then_some(user_text),
+            blocks,
+            silent,
+            is_error: !result.is_success(),
+            duration_ms: result.duration.as_millis() as u64,
+            repaired_arguments: result.repaired_arguments,
+            call_id: result.call_id,
+            name: result.tool_name,
+            content,
+        }
+    }
+
     /// What a user is shown: `user_text`, else the model's text.
     pub fn text_for_user(&self) -> &str {
         self.user_text.as_deref().unwrap_or(&self.content)
@@ -86,6 +107,8 @@ pub enum ErrorKind {
     Panic,
     /// A callback of the agent or of a plugin failed (see [`crate::callbacks`]).
     Callback,
+    /// A node of a graph workflow failed, or the graph could not go on (`toolbelt-graph`).
+    Node,
 }
 
 /// What an event reports. The JSON tag is `"type"`, the variant's name in snake_case.
@@ -164,6 +187,37 @@ pub enum EventKind {
         /// A message for people.
         message: String,
     },
+    /// A node of a graph workflow (`toolbelt-graph`) started, in super-step `step`.
+    NodeStarted {
+        /// The node's name.
+        node: String,
+        /// The super-step (0 for the first of a run's graph).
+        step: u64,
+    },
+    /// A node of a graph workflow ended; `update` is the state delta it returned, as JSON.
+    NodeEnded {
+        /// The node's name.
+        node: String,
+        /// The super-step.
+        step: u64,
+        /// The node's state update (null when it changed nothing).
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        update: serde_json::Value,
+    },
+    /// A graph workflow's state after a super-step: what a later run (in any process)
+    /// resumes from. Its body belongs to the graph crate.
+    Checkpoint {
+        /// The checkpoint.
+        checkpoint: serde_json::Value,
+    },
+    /// A graph node asked a person: the run ends here, and the next run of the session
+    /// resumes the node with the answer.
+    Interrupted {
+        /// The node that asked.
+        node: String,
+        /// The question (any JSON; text for people).
+        question: serde_json::Value,
+    },
     /// The last event of every run (root or child), always.
     RunCompleted,
 }
@@ -182,6 +236,10 @@ impl EventKind {
             EventKind::PendingToolCalls { .. } => "pending_tool_calls",
             EventKind::Warning { .. } => "warning",
             EventKind::Error { .. } => "error",
+            EventKind::NodeStarted { .. } => "node_started",
+            EventKind::NodeEnded { .. } => "node_ended",
+            EventKind::Checkpoint { .. } => "checkpoint",
+            EventKind::Interrupted { .. } => "interrupted",
             EventKind::RunCompleted => "run_completed",
         }
     }
@@ -410,6 +468,22 @@ mod tests {
             EventKind::Error {
                 kind: ErrorKind::Session,
                 message: "database is locked".into(),
+            },
+            EventKind::NodeStarted {
+                node: "tools".into(),
+                step: 1,
+            },
+            EventKind::NodeEnded {
+                node: "tools".into(),
+                step: 1,
+                update: json!({"turns": 1}),
+            },
+            EventKind::Checkpoint {
+                checkpoint: json!({"step": 2}),
+            },
+            EventKind::Interrupted {
+                node: "approve".into(),
+                question: json!("Ship it?"),
             },
             EventKind::RunCompleted,
         ];

@@ -79,6 +79,10 @@ fn entries_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<E
             | EventKind::PendingToolCalls { .. }
             | EventKind::Warning { .. }
             | EventKind::Error { .. }
+            | EventKind::NodeStarted { .. }
+            | EventKind::NodeEnded { .. }
+            | EventKind::Checkpoint { .. }
+            | EventKind::Interrupted { .. }
             | EventKind::RunCompleted => {}
         }
     }

@@ -118,7 +118,7 @@ pub mod tool_search;
 
 pub use agent::{Agent, DynAgent, find_agent};
 pub use agent_tool::{AgentTool, DEFAULT_MAX_AGENT_DEPTH, HistoryScope, InnerTextMode};
-pub use callbacks::{CallbackError, Callbacks};
+pub use callbacks::{CallbackChain, CallbackError, Callbacks, tool_callback_hooks};
 pub use error::AgentError;
 pub use event::{ErrorKind, Event, EventKind, ToolResult};
 pub use extension::{Extension, ExtensionError, Extensions};

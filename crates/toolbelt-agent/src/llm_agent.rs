@@ -837,23 +837,7 @@ impl LlmAgent {
 
 /// What the executor's result of one call becomes in the agent's events and history.
 fn tool_result(result: CallResult) -> ToolResult {
-    let user_text = result.user_text();
-    let content = result.model_text();
-    let (blocks, silent) = match &result.result {
-        Ok(output) => (output.blocks.clone(), output.silent),
-        Err(_) => (Vec::new(), false),
-    };
-    ToolResult {
-        user_text: (user_text != content).then_some(user_text),
-        blocks,
-        silent,
-        is_error: !result.is_success(),
-        duration_ms: result.duration.as_millis() as u64,
-        repaired_arguments: result.repaired_arguments,
-        call_id: result.call_id,
-        name: result.tool_name,
-        content,
-    }
+    ToolResult::from_call(result)
 }
 
 async fn emit_error(inv: &Invocation, kind: ErrorKind, message: String) -> Result<(), AgentError> {
