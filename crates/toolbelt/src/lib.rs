@@ -12,6 +12,7 @@
 //! | [`agent`] | `toolbelt-agent` | `LlmAgent`, `Runner`, sessions, events (feature `agent`; SQLite with `sqlite`) |
 //! | `search` | `toolbelt-search` | tool search: BM25, embeddings, hybrid (feature `search`; local model with `local-embedder`) |
 //! | `browser` | `toolbelt-browser` | browser tools on a real Chromium, behind WebFetch's network policy (feature `browser`) |
+//! | `graph` | `toolbelt-graph` | graph workflows: typed state, model and tools nodes, checkpoints, interrupts (feature `graph`) |
 //!
 //! Default features: `builtin`, `mcp`, `agent`. A program that only declares and runs its
 //! own tools can depend on `toolbelt-core` and `toolbelt-exec` alone.
@@ -69,6 +70,10 @@ pub use toolbelt_search as search;
 
 #[cfg(feature = "browser")]
 pub use toolbelt_browser as browser;
+
+/// Graph workflows: typed state graphs that run as an agent, checkpointed in the session.
+#[cfg(feature = "graph")]
+pub use toolbelt_graph as graph;
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../../../README.md")]
