@@ -395,6 +395,29 @@ async fn a_sqlite_file_from_before_state_versions_opens_at_version_0() {
 }
 
 #[tokio::test]
+async fn a_new_sqlite_file_and_its_wal_are_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    // Under the usual umask (022) SQLite alone would make it 0644.
+    let store = SqliteSessionService::open(&path).unwrap();
+    let key = SessionKey::new("app", "u", "secret");
+    store.get_or_create(&key).await.unwrap();
+    store
+        .append_event(&key, &input("the whole tool output"))
+        .await
+        .unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", entry.path().display());
+        checked += 1;
+    }
+    assert!(checked >= 1);
+}
+
+#[tokio::test]
 async fn a_url_whose_store_is_not_compiled_in_or_a_bad_one_is_a_clear_error() {
     // Every feature is on in CI, so the missing-feature message is checked by the unit test
     // of `open_url`'s dispatch; here: a URL that cannot work fails without leaking it.

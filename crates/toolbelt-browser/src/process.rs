@@ -97,6 +97,11 @@ impl ChromiumProcess {
         let mut command = Command::new(executable);
         command.args(chromium_args(user_data.path(), proxy, viewport));
         EnvPolicy::new().apply_to(&mut command);
+        // Chromium makes its own temporary folders (`org.chromium.Chromium.*`) under TMPDIR
+        // and leaves them behind; inside the profile they go when the profile does.
+        let temp = user_data.path().join("tmp");
+        std::fs::create_dir(&temp)?;
+        command.env("TMPDIR", &temp);
         command
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -217,6 +217,7 @@ async fn started(set: &BrowserToolSet, base: &str) -> (u32, Vec<u32>, std::path:
 async fn browser_close_leaves_no_process_and_no_profile() {
     let base = serve(site(), "127.0.0.1").await;
     let set = BrowserToolSet::new(loopback_options());
+    let started_at = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
     let (pid, members, profile) = started(&set, &base).await;
     let out = call(&set, "browser_close", "{}").await.unwrap();
     assert_eq!(out.llm_text(), "The browser was closed.");
@@ -225,6 +226,28 @@ async fn browser_close_leaves_no_process_and_no_profile() {
     assert!(group_members(pid).is_empty());
     assert!(!profile.exists(), "{} was not removed", profile.display());
     assert_eq!(set.browser_pid().await, None);
+
+    // Chromium's own temporary folders were inside the profile, so none is left in /tmp
+    // (other tests' browsers in this binary put theirs in their profiles too).
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("org.chromium.Chromium.")
+        })
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= started_at)
+        })
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "left in the temporary folder: {leftovers:?}"
+    );
 
     // The next call starts a new browser with a new profile.
     let (_, _, second) = started(&set, &base).await;

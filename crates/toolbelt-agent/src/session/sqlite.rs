@@ -57,9 +57,30 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Creates `path` empty with mode 0600 when it does not exist yet (an existing file, and its
+/// mode, are left as they are).
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 impl SqliteSessionService {
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`. A new file is made readable by its
+    /// owner only (0600), whatever the umask: it holds whole tool outputs. SQLite gives its
+    /// journal and WAL files the database file's mode.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, AgentError> {
+        create_private(path.as_ref()).map_err(|e| {
+            AgentError::Session(format!("cannot create {}: {e}", path.as_ref().display()))
+        })?;
         let conn = Connection::open(path.as_ref()).map_err(|e| {
             AgentError::Session(format!("cannot open {}: {e}", path.as_ref().display()))
         })?;
