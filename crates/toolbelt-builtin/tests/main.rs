@@ -17,6 +17,8 @@ mod code_exec;
 mod files_apply_patch;
 mod files_confinement;
 mod files_notebook;
+#[cfg(feature = "pdf")]
+mod files_pdf;
 mod files_read;
 mod files_write_edit;
 mod plan_todo;

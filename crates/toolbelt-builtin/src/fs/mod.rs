@@ -17,6 +17,7 @@ pub mod fingerprint;
 pub mod local;
 pub mod notebook;
 pub mod patch;
+pub mod pdf;
 pub mod read;
 pub mod read_state;
 pub mod text;

@@ -21,7 +21,8 @@ absolute or relative to the working directory, and must stay inside it. By defau
 up to 2000 lines from the start; pass offset (1-based line number) and limit for long files. \
 Lines longer than 2000 characters are cut. Output is cat -n style: line number, tab, line. \
 Images (png, jpg, gif, webp) are returned as images; Jupyter notebooks (.ipynb) as their cells \
-with outputs summarised. Binary files are refused. Write and Edit require the whole file to \
+with outputs summarised; PDFs as the text of each page (pass pages, e.g. \"1-5\", for a long \
+one). Other binary files are refused. Write and Edit require the whole file to \
 have been read first.";
 
 /// Arguments of Read.
@@ -37,6 +38,10 @@ pub struct ReadArgs {
     /// once.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// For a PDF: the page or pages to read, e.g. "3" or "1-5" (default: from the first,
+    /// up to 100 pages).
+    #[serde(default)]
+    pub pages: Option<String>,
 }
 
 /// The Read tool over `env`'s file backend.
@@ -107,6 +112,9 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
                 "mime_type": mime,
                 "bytes": contents.bytes.len(),
             }));
+    }
+    if super::pdf::is_pdf(&contents.bytes) {
+        return read_pdf(contents.bytes, &shown, args.pages.as_deref()).await;
     }
     if path
         .extension()
@@ -190,6 +198,30 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
             "total_lines": total,
             "truncated": more,
         }))
+}
+
+/// A PDF's text by page ([`super::pdf`]); not recorded as read (the file tools do not
+/// write PDFs).
+async fn read_pdf(bytes: Vec<u8>, shown: &str, pages: Option<&str>) -> ToolOutput {
+    let range = match pages.map(super::pdf::parse_pages).transpose() {
+        Ok(range) => range,
+        Err(e) => return ToolOutput::error(e),
+    };
+    match super::pdf::extract(bytes, range).await {
+        Ok(text) => {
+            let returned: Vec<u32> = text.pages.iter().map(|(n, _)| *n).collect();
+            ToolOutput::text(super::pdf::render(&text, shown))
+                .with_user_text(format!("Read {} pages of {shown}", returned.len()))
+                .with_structured(json!({
+                    "file_path": shown,
+                    "type": "pdf",
+                    "pages": returned,
+                    "total_pages": text.page_count,
+                    "truncated": text.truncated,
+                }))
+        }
+        Err(e) => ToolOutput::error(format!("cannot read {shown}: {e}")),
+    }
 }
 
 /// Appends `line`, cut at [`MAX_LINE_CHARS`] characters with a marker.
