@@ -259,6 +259,7 @@ fn read_tool(state: Arc<State>) -> Result<DynTool, ToolError> {
                     file_path: args.file_path,
                     offset: args.offset,
                     limit: args.limit,
+                    pages: None,
                 };
                 Ok(read(&env, args).await)
             }
