@@ -174,6 +174,19 @@ async fn the_chat_endpoint_runs_the_agent_in_a_session() {
         .await
         .unwrap();
     assert_eq!(empty.status(), 400);
+    // A session id the page could not load again (a 100 KB one answered 414 there) or one
+    // with characters for a URL or a page to interpret is refused before any run starts.
+    for id in ["x".repeat(100_000), "a/../b".into(), "<img src=x>".into()] {
+        let refused = client
+            .post(ui.url("/api/runs"))
+            .json(&json!({"message": "hi", "session_id": id}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{}", &id[..id.len().min(20)]);
+        let body: Value = refused.json().await.unwrap();
+        assert!(body.to_string().contains("session id"), "{body}");
+    }
 
     let started = client
         .post(ui.url("/api/runs"))

@@ -64,6 +64,8 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
 
 /// The longest message the chat box may send.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+/// The longest session id the chat box may name: it travels in URLs of the page.
+const MAX_SESSION_ID_CHARS: usize = 128;
 
 /// What the page is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,6 +322,15 @@ struct StartRun {
     session_id: Option<String>,
 }
 
+/// Whether `id` can name a session from the chat box: short enough for the page's URLs and
+/// made of characters no URL, terminal or HTML needs to escape.
+fn is_session_id(id: &str) -> bool {
+    id.len() <= MAX_SESSION_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
 async fn start_run(
     State(state): State<Arc<UiState>>,
     body: Result<Json<StartRun>, JsonRejection>,
@@ -354,6 +365,16 @@ async fn start_run(
         return error(StatusCode::PAYLOAD_TOO_LARGE, "the message is too long");
     }
     let session_id = start.session_id.filter(|id| !id.trim().is_empty());
+    if let Some(id) = &session_id
+        && !is_session_id(id)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "a session id is 1 to {MAX_SESSION_ID_CHARS} characters of letters, digits and . _ : -"
+            ),
+        );
+    }
     match runs.start(session_id, start.message).await {
         Ok(session_id) => (
             StatusCode::ACCEPTED,
