@@ -134,6 +134,14 @@ fn bash_as_another_user_reads_no_secret_of_toolbelt_from_proc() {
 }
 
 #[test]
+fn a_terminal_session_reads_no_secret_of_toolbelt_from_proc() {
+    // The harvest ends at once, so the first answer holds all it printed.
+    let args = serde_json::json!({ "cmd": HARVEST_SH, "yield_time_ms": 5000 });
+    call_with_secrets("exec_command", &args, &[], false);
+    call_with_secrets("exec_command", &args, &["--sandbox", "off"], true);
+}
+
+#[test]
 fn execute_code_reads_no_secret_of_toolbelt_from_proc() {
     let args = serde_json::json!({ "language": "python", "code": HARVEST_PY });
     call_with_secrets("execute_code", &args, &[], false);
