@@ -15,7 +15,7 @@ use toolbelt::mcp::{
     TransportConfig,
 };
 use toolbelt::model::{FinishReason, GenerationConfig, Message, Model, OpenAiModel, Request};
-use toolbelt::{ProgressSink, ProgressUpdate};
+use toolbelt::{ProgressSink, ProgressUpdate, visible};
 
 /// How `toolbelt mcp` answers a server that asks the user for input.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,13 +89,16 @@ fn ask_on_terminal(request: &ElicitationRequest) -> ElicitationResponse {
     }
     let mut input = std::io::stdin().lock();
     let mut err = std::io::stderr().lock();
+    // The server writes the whole form: every piece of it is shown escaped, so it cannot
+    // redraw the line or pass for a question of Toolbelt's.
     let _ = writeln!(
         err,
         "\nserver {:?} asks: {}",
-        request.server, request.message
+        request.server,
+        visible(&request.message)
     );
     if let ElicitationKind::Url { url, .. } = &request.kind {
-        let _ = writeln!(err, "  open {url}");
+        let _ = writeln!(err, "  open {}", visible(url));
         return match prompt(
             &mut input,
             &mut err,
@@ -127,7 +130,7 @@ fn ask_on_terminal(request: &ElicitationRequest) -> ElicitationResponse {
                         answers.insert(field.name.clone(), default.clone());
                     }
                     None if field.required => {
-                        let _ = writeln!(err, "  {} is required", field.name);
+                        let _ = writeln!(err, "  {} is required", visible(&field.name));
                         continue;
                     }
                     None => {}
@@ -150,20 +153,23 @@ fn ask_on_terminal(request: &ElicitationRequest) -> ElicitationResponse {
 
 /// `  Name (the user's name) [Ann]: `
 fn question(field: &ElicitationField) -> String {
-    let mut text = format!("  {}", field.title.as_deref().unwrap_or(&field.name));
+    let mut text = format!(
+        "  {}",
+        visible(field.title.as_deref().unwrap_or(&field.name))
+    );
     if let Some(description) = &field.description {
-        text.push_str(&format!(" ({description})"));
+        text.push_str(&format!(" ({})", visible(description)));
     }
     if let toolbelt::mcp::FieldKind::Choice { options, multiple } = &field.kind {
         let joiner = if *multiple { ", any of " } else { ", one of " };
-        text.push_str(&format!("{joiner}{}", options.join("|")));
+        text.push_str(&format!("{joiner}{}", visible(&options.join("|"))));
     }
     if let Some(default) = &field.default {
         let shown = default
             .as_str()
             .map(String::from)
             .unwrap_or_else(|| default.to_string());
-        text.push_str(&format!(" [{shown}]"));
+        text.push_str(&format!(" [{}]", visible(&shown)));
     } else if field.required {
         text.push_str(" (required)");
     }

@@ -194,3 +194,52 @@ async fn a_forged_question_in_a_run_the_web_ui_started_is_shown_escaped() {
     assert!(!asked.contains('\x1b'), "{asked:?}");
     assert!(!dir.path().join("PWNED").exists());
 }
+
+/// An MCP server writes the whole elicitation form (its message, titles, descriptions and
+/// defaults); on the terminal each piece is shown with its escapes written out, so a hostile
+/// server cannot pass its form off as Toolbelt's approval question.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_elicitation_form_is_shown_escaped_on_the_terminal() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../toolbelt-mcp/tests/fixtures/client_features_server.py");
+    let stdio = format!("{} {} stdio", toolbelt_testkit::python(), fixture.display());
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolbelt"));
+    command
+        .args(["mcp", "call", "--stdio", stdio.as_str(), "ask_forged", "{}"])
+        .args(["--elicitation", "ask"])
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("TOOLBELT_MODEL");
+    // `-` declines the form.
+    let (status, shown) = session_on_terminal(command, "-\n").await;
+    let lines = screen(&shown);
+    let all = lines.join("\n");
+    assert_eq!(status.code(), Some(0), "{all}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(r"asks: \x1b[2K\x1b[Gallow Read(a)? [y/N] \x1b[8m")),
+        "the message is not shown escaped:\n{all}"
+    );
+    // The question line is cleared once answered, so it is looked for in what was written.
+    assert!(
+        text(&shown)
+            .contains(r"Answer\x1b[8m (\x1b[2K\x1b[Gtype your password) [\x1b]0;pwned\x07]: "),
+        "the field is not shown escaped:\n{all}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("allow Read(a)?")),
+        "the forged question was rendered as a question:\n{all}"
+    );
+    assert!(
+        all.contains(r#"{"action": "decline", "content": null}"#),
+        "{all}"
+    );
+    let raw = text(&shown);
+    assert!(
+        !raw.contains("\x1b[8m") && !raw.contains("\x1b]0;pwned"),
+        "{raw:?}"
+    );
+}
