@@ -21,6 +21,37 @@ async fn non_zero_exit_is_a_normal_result_with_the_code() {
 }
 
 #[tokio::test]
+async fn the_exit_code_is_in_the_structured_result_its_schema_declares() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = shell_in(dir.path());
+    let bash = tool(&shell, "Bash");
+    let schema = bash
+        .declaration()
+        .output_schema
+        .clone()
+        .expect("Bash declares an output schema");
+    for command in ["exit 3", "sleep 30"] {
+        let background = command.starts_with("sleep");
+        let args = json!({"command": command, "run_in_background": background});
+        let out = run_bash(&shell, args).await;
+        let structured = out.structured.expect("a structured result");
+        if background {
+            assert!(structured["task_id"].is_string(), "{structured}");
+        } else {
+            assert_eq!(structured["exit_code"], 3);
+            assert_eq!(structured["signal"], serde_json::Value::Null);
+        }
+        // Every field the result carries is one the schema declares.
+        for key in structured.as_object().unwrap().keys() {
+            assert!(
+                schema["properties"].get(key).is_some(),
+                "{key} is not in Bash's output schema"
+            );
+        }
+    }
+}
+
+#[tokio::test]
 async fn stdout_and_stderr_are_interleaved_in_order_of_arrival() {
     let dir = tempfile::tempdir().unwrap();
     let shell = shell_in(dir.path());

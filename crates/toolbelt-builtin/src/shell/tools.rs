@@ -114,7 +114,8 @@ pub(super) fn build(state: &Arc<ShellState>) -> Result<Vec<DynTool>, ToolError> 
         let state = bash_state.clone();
         async move { bash(&state, ctx, args).await }
     })?
-    .map_declaration(|d| d.destructive().open_world().concurrency_safe(false));
+    .map_declaration(|d| d.destructive().open_world().concurrency_safe(false))
+    .with_output_schema(Some(bash_output_schema()))?;
 
     let output_state = state.clone();
     let task_output =
@@ -143,6 +144,29 @@ pub(super) fn millis_arg(value: Option<i64>, default: Duration, max: Duration) -
         Some(ms) if ms > 0 => Duration::from_millis(ms.unsigned_abs()).min(max),
         _ => default.min(max),
     }
+}
+
+/// Bash's structured result: the facts a program reads instead of parsing the text (an MCP
+/// client gets them as `structuredContent`).
+fn bash_output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "exit_code": {"type": ["integer", "null"], "description": "The command's exit code; null when a signal ended it"},
+            "signal": {"type": ["integer", "null"], "description": "The signal that ended the command, if one did"},
+            "killed_processes": {"type": "integer", "description": "Processes the command left running that were killed"},
+            "omitted_chars": {"type": "integer", "description": "Characters of output left out from the middle"},
+            "task_id": {"type": "string", "description": "The background task's id (run_in_background)"},
+            "output_file": {"type": "string", "description": "Where the background task's output goes"}
+        }
+    })
+}
+
+/// `output` with `facts` as both its structured result and its metadata.
+fn with_facts(mut output: ToolOutput, facts: JsonObject) -> ToolOutput {
+    output.structured = Some(Value::Object(facts.clone()));
+    output.meta = Some(facts);
+    output
 }
 
 fn meta(pairs: &[(&str, Value)]) -> JsonObject {
@@ -176,12 +200,11 @@ async fn bash(
              Read it with TaskOutput (task_id \"{id}\") and stop it with TaskStop.",
             log.display()
         );
-        let mut out = ToolOutput::text(text);
-        out.meta = Some(meta(&[
+        let facts = meta(&[
             ("task_id", json!(id)),
             ("output_file", json!(log.display().to_string())),
-        ]));
-        return Ok(out);
+        ]);
+        return Ok(with_facts(ToolOutput::text(text), facts));
     }
     let timeout = millis_arg(
         args.timeout,
@@ -316,14 +339,13 @@ pub(super) async fn run_foreground(
                 text.push('\n');
                 text.push_str(&note);
             }
-            let mut out = ToolOutput::text(text);
-            out.meta = Some(meta(&[
+            let facts = meta(&[
                 ("exit_code", json!(outcome.code)),
                 ("killed_processes", json!(cleanup.killed)),
                 ("signal", json!(outcome.signal)),
                 ("omitted_chars", json!(rendered.omitted_chars)),
-            ]));
-            Ok(out)
+            ]);
+            Ok(with_facts(ToolOutput::text(text), facts))
         }
     }
 }
