@@ -426,6 +426,9 @@ async fn invalid_regex_is_a_clear_error_with_the_regex_message() {
         let set = set_with(dir.path(), external);
         let text = call_err(&set, "Grep", json!({"pattern": "foo(bar"}), "invalid regex").await;
         assert!(text.contains("unclosed group"), "{text}");
+        // The pattern as the model wrote it, not as the matcher rewrote it.
+        assert!(text.contains("    foo(bar\n"), "{text}");
+        assert!(!text.contains("(?:"), "{text}");
         call_err(
             &set,
             "Grep",

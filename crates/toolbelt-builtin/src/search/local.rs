@@ -134,9 +134,15 @@ pub(crate) fn build_matcher(query: &GrepQuery) -> Result<RegexMatcher, SearchErr
     } else {
         builder.line_terminator(Some(b'\n'));
     }
-    builder
-        .build(&query.pattern)
-        .map_err(|e| SearchError::InvalidRegex(super::short_message(e)))
+    builder.build(&query.pattern).map_err(|e| {
+        // grep-regex reports syntax errors against the pattern as it rewrote it (wrapped in
+        // `(?:…)`); parsing the pattern as given points the caret at what the model wrote.
+        let message = match regex_syntax::ast::parse::Parser::new().parse(&query.pattern) {
+            Err(syntax) => syntax.to_string(),
+            Ok(_) => e.to_string(),
+        };
+        SearchError::InvalidRegex(super::short_message(message))
+    })
 }
 
 fn build_searcher(query: &GrepQuery) -> Searcher {
