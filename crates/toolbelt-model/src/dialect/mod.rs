@@ -7,6 +7,8 @@ mod anthropic;
 mod gemini;
 mod responses;
 
+// The scripted Gemini server accepts the placeholder signature the dialect writes.
+#[cfg(feature = "test-server")]
 pub(crate) use gemini::FOREIGN_SIGNATURE;
 
 use reqwest::header::{HeaderMap, HeaderName};
