@@ -67,6 +67,7 @@
 
 #![warn(missing_docs)]
 
+mod caller;
 mod canonical;
 mod context;
 mod declaration;
@@ -85,6 +86,7 @@ mod tool;
 mod toolset;
 mod visible;
 
+pub use caller::ToolCaller;
 pub use canonical::write_canonical_json;
 pub use context::{Extensions, ToolContext};
 pub use declaration::{Declaration, ToolMeta, empty_object_schema, required_properties};

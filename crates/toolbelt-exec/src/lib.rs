@@ -152,6 +152,7 @@ mod audit;
 mod batch;
 mod cache;
 mod call;
+mod caller;
 mod config;
 mod events;
 mod executor;
@@ -177,6 +178,7 @@ pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets}
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
 pub use cache::{CACHE_META_KEY, CacheStats, ResultCache};
 pub use call::{BatchItem, CallResult, ToolCall};
+pub use caller::WeakExecutor;
 pub use config::{DEFAULT_MAX_BATCH_CALLS, ExecutorConfig};
 pub use events::{BatchEvent, BatchStream};
 pub use executor::{Executor, ExecutorBuilder};

@@ -10,6 +10,7 @@ mod artifact_s3;
 mod attack_artifacts;
 mod batch;
 mod cache;
+mod caller;
 mod lanes;
 mod layered;
 mod middleware;
