@@ -94,6 +94,9 @@ pub struct BuiltinOptions {
     /// The web tools' section (WebFetch, WebSearch, duckduckgo_search; on by default).
     #[cfg(feature = "web")]
     pub web: crate::web::WebOptions,
+    /// The tools an `execute_code` program may call (none by default); the calls go through
+    /// the executor bound with [`BuiltinToolSet::bind_tool_caller`].
+    pub code_tools: crate::code::CodeToolAccess,
 }
 
 impl Default for BuiltinOptions {
@@ -108,6 +111,7 @@ impl Default for BuiltinOptions {
             shell: crate::shell::ShellConfig::default(),
             #[cfg(feature = "web")]
             web: crate::web::WebOptions::default(),
+            code_tools: crate::code::CodeToolAccess::None,
         }
     }
 }
@@ -136,6 +140,12 @@ impl BuiltinOptions {
     /// Runs Bash and its background tasks in `mode` (see [`BuiltinOptions::sandbox`]).
     pub fn with_sandbox(mut self, mode: SandboxMode) -> Self {
         self.sandbox = Some(mode);
+        self
+    }
+
+    /// Lets `execute_code` programs call these tools ([`crate::code::tool_calls`]).
+    pub fn with_code_tools(mut self, access: crate::code::CodeToolAccess) -> Self {
+        self.code_tools = access;
         self
     }
 
@@ -248,6 +258,8 @@ pub struct BuiltinToolSet {
     shell_sandbox: Option<SandboxMode>,
     /// execute_code's persistent Python session, killed on close.
     python: Option<Arc<crate::code::PythonSession>>,
+    /// How execute_code's programs reach the executor, when they may call tools.
+    code_bridge: Option<Arc<crate::code::ToolBridge>>,
     /// TodoWrite's lists, per session.
     plans: Arc<crate::plan::Plans>,
 }
@@ -306,8 +318,10 @@ impl BuiltinToolSet {
             tools.extend(shell.tools().into_iter().map(counted_as_writer));
         }
         let mut python = None;
+        let code_bridge = crate::code::ToolBridge::new(&options.code_tools);
         if shell_sandbox.is_some() && !options.read_only {
-            let (tool, session) = crate::code::execute_code_tool(&shell)?;
+            let (tool, session) =
+                crate::code::execute_code_tool(&shell, code_bridge.clone(), &tools)?;
             tools.push(counted_as_writer(tool));
             python = Some(session);
         }
@@ -322,8 +336,19 @@ impl BuiltinToolSet {
             shell,
             shell_sandbox,
             python,
+            code_bridge,
             plans,
         })
+    }
+
+    /// Connects execute_code's programs to `caller` (the executor that runs this set's tools;
+    /// pass `toolbelt_exec::Executor::downgrade`'s weak handle, since the
+    /// executor holds this set). Without [`BuiltinOptions::with_code_tools`] it does nothing;
+    /// only the first caller bound is kept.
+    pub fn bind_tool_caller(&self, caller: Arc<dyn toolbelt_core::ToolCaller>) {
+        if let Some(bridge) = &self.code_bridge {
+            bridge.bind(caller);
+        }
     }
 
     /// The sandbox Bash and its background tasks run in, or `None` when this set does not

@@ -14,6 +14,7 @@ mod attack_lost_update;
 mod attack_lost_update_processes;
 mod attack_shell;
 mod code_exec;
+mod code_tools;
 mod files_apply_patch;
 mod files_confinement;
 mod files_notebook;

@@ -16,6 +16,9 @@
 //! The program runs in the base directory; standard output and standard error are merged in
 //! the order written. The tool is offered with `Bash` and under the same rules (not in
 //! read-only mode).
+//!
+//! With [`CodeToolAccess`] other than `None`, Python and JavaScript programs call tools as
+//! functions, each call through the host's executor ([`tool_calls`]).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -31,8 +34,14 @@ use toolbelt_core::{ContentBlock, DynTool, FunctionTool, ToolContext, ToolError,
 use crate::shell::{ShellState, ShellTools};
 
 mod session;
+pub mod tool_calls;
 
 pub(crate) use session::PythonSession;
+pub use tool_calls::CodeToolAccess;
+pub(crate) use tool_calls::ToolBridge;
+
+/// The tool's name.
+pub(crate) const TOOL_NAME: &str = "execute_code";
 
 /// The most output files listed per call.
 const MAX_LISTED_FILES: usize = 50;
@@ -106,22 +115,31 @@ between calls; restart=true starts it afresh. A timeout or crash restarts the se
 says so.";
 
 /// The `execute_code` tool, running programs as `shell`'s `Bash` runs commands, and its
-/// Python session (close it with the tool set; dropping the tool kills it too).
+/// Python session (close it with the tool set; dropping the tool kills it too). With a
+/// `bridge`, programs call the tools it allows; `known` (the other built-in tools) gives the
+/// signatures listed in the description.
 pub(crate) fn execute_code_tool(
     shell: &ShellTools,
+    bridge: Option<Arc<ToolBridge>>,
+    known: &[DynTool],
 ) -> Result<(DynTool, Arc<PythonSession>), ToolError> {
     let state = shell.state().clone();
     let session = Arc::new(PythonSession::new(state.clone()));
     let tool_session = session.clone();
     let calls = Arc::new(AtomicU64::new(0));
+    let mut description = DESCRIPTION.to_string();
+    if let Some(bridge) = &bridge {
+        description.push_str(&bridge.describe(known));
+    }
     let tool = FunctionTool::returning_output(
-        "execute_code",
-        DESCRIPTION,
+        TOOL_NAME,
+        &description,
         move |ctx: ToolContext, args: ExecuteCodeArgs| {
             let state = state.clone();
             let session = tool_session.clone();
+            let bridge = bridge.clone();
             let n = calls.fetch_add(1, Ordering::Relaxed);
-            async move { execute(&state, &session, &ctx, n, args).await }
+            async move { execute(&state, &session, bridge.as_deref(), &ctx, n, args).await }
         },
     )?
     .map_declaration(|d| d.destructive().open_world().concurrency_safe(false));
@@ -131,6 +149,7 @@ pub(crate) fn execute_code_tool(
 async fn execute(
     state: &ShellState,
     session: &PythonSession,
+    bridge: Option<&ToolBridge>,
     ctx: &ToolContext,
     n: u64,
     args: ExecuteCodeArgs,
@@ -161,19 +180,60 @@ async fn execute(
     let call_dir = state.private_temp_dir().join(format!("exec-{n}"));
     let output_dir = call_dir.join("outputs");
     let source = call_dir.join(format!("main.{}", args.language.extension()));
+    let prepare_failed =
+        |e: std::io::Error| ToolError::failed(format!("could not prepare the program: {e}"));
     std::fs::create_dir_all(&output_dir)
         .and_then(|()| std::fs::write(&source, args.code.as_bytes()))
-        .map_err(|e| ToolError::failed(format!("could not prepare the program: {e}")))?;
+        .map_err(prepare_failed)?;
+    let prelude = match (bridge, args.language) {
+        (Some(_), Language::Python) => Some(("prelude.py", tool_calls::PYTHON_PRELUDE)),
+        (Some(_), Language::Javascript) => Some(("prelude.js", tool_calls::JAVASCRIPT_PRELUDE)),
+        _ => None,
+    };
+    let Some((prelude_name, prelude_code)) = prelude else {
+        let command = format!(
+            "OUTPUT_DIR={} exec {} {}",
+            quote(&output_dir),
+            args.language.interpreter(),
+            quote(&source)
+        );
+        let result = state.run_command(ctx, &command, args.timeout).await;
+        let _ = std::fs::remove_file(&source);
+        let mut out = result?;
+        attach_outputs(&mut out, &output_dir);
+        return Ok(out);
+    };
+    let bridge = bridge.expect("a prelude is chosen only with a bridge");
+    let prelude = call_dir.join(prelude_name);
+    std::fs::write(&prelude, prelude_code).map_err(prepare_failed)?;
+    let mut channel = bridge.open(&call_dir)?;
     let command = format!(
-        "OUTPUT_DIR={} exec {} {}",
+        "OUTPUT_DIR={} {} exec {} {} {}",
         quote(&output_dir),
+        channel.environment,
         args.language.interpreter(),
+        quote(&prelude),
         quote(&source)
     );
-    let result = state.run_command(ctx, &command, args.timeout).await;
-    let _ = std::fs::remove_file(&source);
+    let run = state.run_command(ctx, &command, args.timeout);
+    // The program's calls are answered while it runs; when it ends, a call still in flight
+    // is dropped (cancelled) with the serving future.
+    let result = {
+        let serve = channel.serve(bridge, ctx);
+        tokio::pin!(serve);
+        tokio::select! {
+            result = run => result,
+            failure = &mut serve => Err(failure),
+        }
+    };
+    for file in [&source, &prelude] {
+        let _ = std::fs::remove_file(file);
+    }
     let mut out = result?;
     attach_outputs(&mut out, &output_dir);
+    out.meta
+        .get_or_insert_with(Default::default)
+        .insert("tool_calls".into(), json!(channel.calls()));
     Ok(out)
 }
 
