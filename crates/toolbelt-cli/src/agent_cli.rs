@@ -381,7 +381,9 @@ fn executor_from(
     if let Some(offload) = offload {
         executor = executor.artifact_offload(offload.clone());
     }
-    executor.build()
+    let executor = executor.build();
+    toolbox.bind_executor(&executor);
+    executor
 }
 
 /// The system instruction: `--instruction`, or the default one naming `--dir`.

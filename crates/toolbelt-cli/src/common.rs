@@ -165,6 +165,11 @@ pub struct ToolSourceArgs {
     /// chromium-browser or google-chrome on PATH).
     #[arg(long, value_name = "PATH", requires = "browser")]
     pub chromium: Option<PathBuf>,
+    /// Let execute_code's Python and JavaScript programs call these tools as functions
+    /// (`tools.Grep(pattern="TODO")`), each call through the same checks as the model's:
+    /// tool names separated by commas, or `all`. None by default.
+    #[arg(long, value_name = "NAMES|all")]
+    pub code_tools: Option<toolbelt::builtin::code::CodeToolAccess>,
 }
 
 /// The tool sets a command opened, registered in one [`Registry`]. The command created the
@@ -239,7 +244,8 @@ impl Toolbox {
         let dir = canonical_dir(&args.dir)?;
         let mut options = BuiltinOptions::new(&dir)
             .with_read_only(args.read_only)
-            .with_sandbox(args.sandbox.unwrap_or_else(default_sandbox));
+            .with_sandbox(args.sandbox.unwrap_or_else(default_sandbox))
+            .with_code_tools(args.code_tools.clone().unwrap_or_default());
         if let Some(state) = read_state {
             options = options.with_read_state(state);
         }
@@ -262,6 +268,13 @@ impl Toolbox {
             toolbox.add(browser, ToolSetRefresh::Cached.into())?;
         }
         Ok(toolbox)
+    }
+
+    /// Connects execute_code's programs (with `--code-tools`) to `executor`, the one that runs
+    /// this toolbox's calls, so their calls pass the same pipeline.
+    pub fn bind_executor(&self, executor: &Executor) {
+        self.builtin
+            .bind_tool_caller(Arc::new(executor.downgrade()));
     }
 
     /// Says on stderr which sandbox Bash runs in (for the commands that keep running: `serve`,

@@ -254,6 +254,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
     let executor = executor
         .middleware(Timeout::new(Duration::from_secs(args.timeout)))
         .build();
+    toolbox.bind_executor(&executor);
     let mut server = ToolServer::new(std::sync::Arc::new(executor))
         .with_info("toolbelt", env!("CARGO_PKG_VERSION"))
         .with_heartbeat(Duration::from_secs_f64(args.heartbeat))

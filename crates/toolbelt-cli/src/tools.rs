@@ -139,6 +139,7 @@ async fn call(args: CallArgs) -> Outcome {
         .repair_json(args.repair_json)
         .middleware(Timeout::new(Duration::from_secs(args.timeout)))
         .build();
+    toolbox.bind_executor(&executor);
     let call = ToolCall::new("cli", args.name.as_str(), raw_args);
     let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
 

@@ -24,6 +24,7 @@ mod otel;
 mod progress;
 mod run;
 mod run_artifacts;
+mod run_code_tools;
 mod run_json;
 mod run_providers;
 mod run_todo;
