@@ -152,8 +152,8 @@ fn bash_output_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "exit_code": {"type": ["integer", "null"], "description": "The command's exit code; null when a signal ended it"},
-            "signal": {"type": ["integer", "null"], "description": "The signal that ended the command, if one did"},
+            "exit_code": {"type": "integer", "description": "The command's exit code; absent when a signal ended it"},
+            "signal": {"type": "integer", "description": "The signal that ended the command; absent when it exited"},
             "killed_processes": {"type": "integer", "description": "Processes the command left running that were killed"},
             "omitted_chars": {"type": "integer", "description": "Characters of output left out from the middle"},
             "task_id": {"type": "string", "description": "The background task's id (run_in_background)"},
@@ -162,8 +162,11 @@ fn bash_output_schema() -> Value {
     })
 }
 
-/// `output` with `facts` as both its structured result and its metadata.
-fn with_facts(mut output: ToolOutput, facts: JsonObject) -> ToolOutput {
+/// `output` with `facts` as both its structured result and its metadata. A fact without a value
+/// is left out rather than sent as `null`: the output schema types each one without a null
+/// union, as strict dialects want.
+fn with_facts(mut output: ToolOutput, mut facts: JsonObject) -> ToolOutput {
+    facts.retain(|_, value| !value.is_null());
     output.structured = Some(Value::Object(facts.clone()));
     output.meta = Some(facts);
     output
