@@ -9,7 +9,7 @@
 //! Prints the bytes that reach the model each way (tool results, and the calls the model
 //! writes: arguments or the program), the number of model round trips, and the wall time of
 //! the tool work (median of 10). Rerun:
-//! `CARGO_TARGET_DIR=/work/target/bench cargo bench -p toolbelt-builtin --bench code_tools`
+//! `cargo bench -p toolbelt-builtin --bench code_tools`
 
 use std::sync::Arc;
 use std::time::Instant;
