@@ -39,7 +39,9 @@ fn project() -> tempfile::TempDir {
         let mut text = String::new();
         for line in 0..40 + i {
             if line % 5 == 0 {
-                text.push_str(&format!("pub fn item_{i}_{line}(input: &str) -> usize {{\n"));
+                text.push_str(&format!(
+                    "pub fn item_{i}_{line}(input: &str) -> usize {{\n"
+                ));
             } else if line % 5 == 4 {
                 text.push_str("}\n");
             } else {
@@ -128,7 +130,9 @@ fn main() {
         code();
     });
     println!("the program's answer:\n{answer}\n");
-    println!("| way | model round trips | bytes the model writes | bytes of results it reads | total | tool time (median of 10) |");
+    println!(
+        "| way | model round trips | bytes the model writes | bytes of results it reads | total | tool time (median of 10) |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     println!(
         "| direct calls (Glob + 50 Read) | 51 | {direct_sent} | {direct_received} | {} | {direct_ms:.1} ms |",
