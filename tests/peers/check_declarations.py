@@ -6,15 +6,33 @@ naming each tool that fails, when:
   unknown fields, so a JSON Schema keyword outside Gemini's subset fails);
 - openai-strict / openai-responses: the OpenAI SDK's strict-schema pass would change the
   schema (it adds what strict mode requires), or an object lacks additionalProperties: false
-  or does not list every property in required.
+  or does not list every property in required;
+- openai-responses, a freeform (custom) tool: it is not the SDK's CustomToolParam (checked
+  with pydantic, unknown keys refused), or its format is not a Lark or regex grammar.
 """
 
 import copy
 import json
 import sys
 
+import pydantic
 from google.genai import types
 from openai.lib._pydantic import _ensure_strict_json_schema
+from openai.types.responses import CustomToolParam
+
+CUSTOM_TOOL = pydantic.TypeAdapter(CustomToolParam)
+
+
+def custom_problems(tool):
+    problems = [f"unknown key {key}" for key in tool if key not in CustomToolParam.__annotations__]
+    try:
+        CUSTOM_TOOL.validate_python(tool)
+    except pydantic.ValidationError as e:
+        problems.append(str(e))
+    grammar = tool.get("format", {})
+    if grammar.get("type") != "grammar" or not grammar.get("definition", "").strip():
+        problems.append(f"format is not a grammar: {grammar}")
+    return problems
 
 
 def strict_problems(schema, path="$"):
@@ -48,6 +66,10 @@ def main():
         checked += 1
     for dialect in ("openai-strict", "openai-responses"):
         for tool in dialects.get(dialect, []):
+            if dialect == "openai-responses" and tool.get("type") == "custom":
+                failures += [f"{dialect} {tool.get('name')}: {p}" for p in custom_problems(tool)]
+                checked += 1
+                continue
             function = tool.get("function", tool)
             schema = function["parameters"]
             if function.get("strict") is not True:

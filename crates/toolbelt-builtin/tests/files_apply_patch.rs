@@ -419,3 +419,146 @@ async fn concurrent_patches_of_one_file_each_land_under_its_lock() {
     let expected: String = (0..20).map(|i| format!("LINE {i}\n")).collect();
     assert_eq!(get(d, "shared.txt"), expected);
 }
+
+/// What LLGuidance (the grammar engine behind OpenAI's freeform tools, from the peers'
+/// Python) says of `samples` under apply_patch's grammar, by sample name.
+fn grammar_verdicts(grammar: &str, samples: &[(&str, String)]) -> Vec<(String, bool)> {
+    use std::io::Write as _;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/grammar_check.py");
+    let mut child = std::process::Command::new(toolbelt_testkit::python())
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let request = json!({"grammar": grammar, "samples": samples});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the grammar check failed (run .ci/install-peers for llguidance): {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (verdict, name) = line.split_once(' ')?;
+            Some((name.to_string(), verdict == "ACCEPT"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_freeform_grammar_compiles_in_llguidance_and_agrees_with_the_parser() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = set_on(dir.path());
+    let declarations = set.tools(&toolbelt_core::ToolContext::new()).await.unwrap();
+    let tool = declarations
+        .iter()
+        .find(|t| t.declaration().name.as_str() == "apply_patch")
+        .unwrap();
+    let freeform = tool
+        .declaration()
+        .freeform
+        .clone()
+        .expect("apply_patch is declared freeform");
+    assert_eq!(
+        (freeform.argument.as_str(), freeform.syntax.as_str()),
+        ("input", "lark")
+    );
+
+    let wrap = |body: &str| format!("*** Begin Patch\n{body}*** End Patch\n");
+    // Canonical patches, which the parser takes and the grammar must let a model write.
+    let canonical = [
+        ("add", wrap("*** Add File: a.txt\n+one\n+\n+three\n")),
+        ("add_empty_file", wrap("*** Add File: empty.txt\n")),
+        ("delete", wrap("*** Delete File: old.txt\n")),
+        (
+            "update_without_at",
+            wrap("*** Update File: a.txt\n one\n-two\n+2\n"),
+        ),
+        (
+            "update_chunks",
+            wrap(
+                "*** Update File: src/lib.rs\n@@ fn a() {\n     x();\n-    y();\n+    z();\n@@\n-old\n+new\n",
+            ),
+        ),
+        (
+            "move_and_change",
+            wrap("*** Update File: a.txt\n*** Move to: c.txt\n@@\n-a\n+b\n"),
+        ),
+        (
+            "end_of_file",
+            wrap("*** Update File: a.txt\n@@\n-last\n+final\n*** End of File\n"),
+        ),
+        (
+            "empty_context_line",
+            wrap("*** Update File: a.txt\n a\n\n-b\n+c\n"),
+        ),
+        (
+            "unicode",
+            wrap("*** Update File: ü.txt\n-“quoted” — dash\n+\"quoted\" - dash\n"),
+        ),
+        (
+            "several_files",
+            wrap(
+                "*** Add File: n.txt\n+n\n*** Delete File: d.txt\n*** Update File: u.txt\n-u\n+v\n",
+            ),
+        ),
+        (
+            "no_final_newline",
+            "*** Begin Patch\n*** Delete File: x\n*** End Patch".to_string(),
+        ),
+    ];
+    // Malformed patches, which the tool refuses and the grammar must not let a model write.
+    let malformed = [
+        ("empty", wrap("")),
+        (
+            "no_begin",
+            "*** Add File: a\n+x\n*** End Patch\n".to_string(),
+        ),
+        (
+            "no_end",
+            "*** Begin Patch\n*** Add File: a\n+x\n".to_string(),
+        ),
+        ("stray_line", wrap("rubbish\n")),
+        ("add_line_without_plus", wrap("*** Add File: a\nx\n")),
+        ("update_without_change", wrap("*** Update File: a\n")),
+        (
+            "move_without_change",
+            wrap("*** Update File: a.txt\n*** Move to: b/a.txt\n"),
+        ),
+        ("unknown_marker", wrap("*** Rename File: a\n")),
+        ("empty_path", wrap("*** Delete File: \n")),
+    ];
+    for (name, text) in &canonical {
+        assert!(
+            toolbelt_builtin::fs::patch::parse(text).is_ok(),
+            "{name}: the parser takes it"
+        );
+    }
+    for (name, text) in &malformed {
+        // An empty patch parses, and the tool refuses it as having nothing to change.
+        assert!(
+            toolbelt_builtin::fs::patch::parse(text).map_or(true, |hunks| hunks.is_empty()),
+            "{name}: the tool refuses it"
+        );
+    }
+    let samples: Vec<(&str, String)> = canonical.iter().chain(&malformed).cloned().collect();
+    let verdicts = grammar_verdicts(&freeform.definition, &samples);
+    assert_eq!(verdicts.len(), samples.len(), "{verdicts:?}");
+    for (name, accepted) in verdicts {
+        let expected = canonical.iter().any(|(n, _)| *n == name);
+        assert_eq!(
+            accepted, expected,
+            "{name}: the grammar and the parser disagree"
+        );
+    }
+}

@@ -76,13 +76,15 @@ fn each_dialect_lists_the_tools_in_its_requests_shape() {
             .all(|t| t["function"]["strict"] == true)
     );
     let responses = listing("openai-responses");
-    assert!(
-        responses
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["name"].is_string() && t["strict"] == true)
-    );
+    for tool in responses.as_array().unwrap() {
+        if tool["name"] == "apply_patch" {
+            // Freeform: the model writes the patch itself, in the patch grammar.
+            assert_eq!(tool["type"], "custom", "{tool}");
+            assert_eq!(tool["format"]["syntax"], "lark", "{tool}");
+        } else {
+            assert!(tool["name"].is_string() && tool["strict"] == true, "{tool}");
+        }
+    }
     let anthropic = listing("anthropic");
     assert!(
         anthropic
@@ -130,4 +132,17 @@ fn the_checker_refuses_what_the_providers_refuse() {
     assert_eq!(code, Some(1), "{report}");
     assert!(report.contains("gemini t:"), "{report}");
     assert!(report.contains("openai-strict t:"), "{report}");
+    // A custom tool in the Chat Completions shape, or with a grammar of no known syntax.
+    let dialects = json!({"openai-responses": [
+        {"type": "custom", "custom": {"name": "p"}, "name": "p"},
+        {"type": "custom", "name": "q", "format": {"type": "grammar", "syntax": "ebnf",
+            "definition": "start: x"}},
+    ]});
+    let (code, report) = check(&dialects);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(
+        report.contains("openai-responses p: unknown key custom"),
+        "{report}"
+    );
+    assert!(report.contains("openai-responses q:"), "{report}");
 }

@@ -119,3 +119,55 @@ async fn several_models_fall_back_to_the_next_on_a_retryable_failure() {
     );
     assert!(ok.requests()[0].path.contains("gemini-y"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_the_responses_api_apply_patch_is_a_freeform_tool_the_model_writes_as_text() {
+    // The model writes the patch itself (a custom tool call's `input`), the agent reads the
+    // file first as the tool requires, and the patch lands; the answer goes back as a
+    // custom output, which the scripted server requires of a custom call.
+    let dir = project();
+    let read = format!(r#"{{"file_path":"{}"}}"#, path_arg(dir.path(), "notes.txt"));
+    let patch =
+        "*** Begin Patch\n*** Update File: notes.txt\n alpha\n-beta\n+gamma\n*** End Patch\n";
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Read", &read),
+        Reply::tool_call("call_2", "apply_patch", patch),
+        Reply::text("patched."),
+    ])
+    .await
+    .unwrap();
+    let provider = Provider::OpenAiResponses;
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .env(provider.key_variable(), "provider-key")
+        .args([
+            "run",
+            "Make beta gamma",
+            "--yes",
+            "--provider",
+            provider.as_str(),
+        ])
+        .arg("--base-url")
+        .arg(server.base_url_for(provider));
+    let out = output(command, "").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "patched.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "no request refused");
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let declared = tools.iter().find(|t| t["name"] == "apply_patch").unwrap();
+    assert_eq!(declared["type"], "custom", "{declared}");
+    let last = requests[2].body["input"].as_array().unwrap();
+    let output_item = last
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call_output")
+        .expect("the patch's result went back as a custom output");
+    assert!(
+        output_item["output"].to_string().contains("notes.txt"),
+        "{output_item}"
+    );
+}

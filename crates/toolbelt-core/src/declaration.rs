@@ -85,6 +85,27 @@ pub struct Declaration {
     /// Metadata for clients, not the model (MCP's `_meta` on a tool), carried unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_meta: Option<JsonObject>,
+    /// Set when the model may write the tool's one string argument as plain text in a
+    /// grammar, without JSON around it (a freeform, `custom`, tool in the OpenAI Responses
+    /// API). Dialects without freeform tools use `input_schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeform: Option<FreeformInput>,
+}
+
+/// A tool whose input is one string the model writes as text: which argument receives it and
+/// the grammar it follows.
+///
+/// A dialect that declares freeform tools sends the grammar in place of the input schema and
+/// turns the text the model writes back into `{argument: text}`, so the tool itself sees the
+/// same arguments whichever way the model called it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreeformInput {
+    /// The string argument of `input_schema` the text goes to.
+    pub argument: String,
+    /// The grammar's notation: `lark` or `regex`.
+    pub syntax: String,
+    /// The grammar itself.
+    pub definition: String,
 }
 
 /// The schema of a tool that takes no arguments.
@@ -117,6 +138,7 @@ impl Declaration {
             output_schema: None,
             meta: ToolMeta::default(),
             client_meta: None,
+            freeform: None,
         })
     }
 
@@ -135,6 +157,13 @@ impl Declaration {
     /// Sets (or with `None` removes) the human-readable title.
     pub fn with_title(mut self, title: Option<String>) -> Self {
         self.title = title;
+        self
+    }
+
+    /// Lets the model write argument `freeform.argument` as plain text in its grammar where
+    /// the dialect allows it (see [`FreeformInput`]).
+    pub fn with_freeform(mut self, freeform: FreeformInput) -> Self {
+        self.freeform = Some(freeform);
         self
     }
 

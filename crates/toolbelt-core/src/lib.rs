@@ -89,7 +89,9 @@ mod visible;
 pub use caller::ToolCaller;
 pub use canonical::write_canonical_json;
 pub use context::{Extensions, ToolContext};
-pub use declaration::{Declaration, ToolMeta, empty_object_schema, required_properties};
+pub use declaration::{
+    Declaration, FreeformInput, ToolMeta, empty_object_schema, required_properties,
+};
 pub use env::{EnvPolicy, Inherit};
 pub use error::{BoxError, ToolError, is_transient_io};
 pub use filter::{FilteredToolSet, ToolFilter, ToolSetExt};

@@ -13,6 +13,9 @@
 //!   cut with a note), no `additionalProperties`, `patternProperties`, `allOf`; what is
 //!   dropped is stated in the description.
 //! - **Anthropic**: `input_schema` as written (its root always an object).
+//! - **Freeform tools** ([`Declaration::freeform`]): the Responses API gets a `custom` tool
+//!   with the grammar, and the text the model writes comes back as `{argument: text}`; every
+//!   other dialect gets the JSON schema.
 //!
 //! A name a provider refuses (a `.` for OpenAI and Anthropic, a leading digit or `-` for
 //! Gemini) is rewritten, kept unique, and mapped back on the call ([`WireTools::original`]).
@@ -85,12 +88,20 @@ pub struct WireTools {
     renamed: HashMap<String, String>,
     /// What was simplified or left out, one line each.
     pub warnings: Vec<String>,
+    /// Wire name → the argument that receives the text, for tools declared freeform.
+    freeform: HashMap<String, String>,
 }
 
 impl WireTools {
     /// The declared name of the tool the provider calls `wire` (itself when not renamed).
     pub fn original<'a>(&'a self, wire: &'a str) -> &'a str {
         self.renamed.get(wire).map_or(wire, String::as_str)
+    }
+
+    /// The argument that receives the text the model writes for freeform tool `wire`, or
+    /// `None` when the tool was declared with a JSON schema.
+    pub fn freeform_argument(&self, wire: &str) -> Option<&str> {
+        self.freeform.get(wire).map(String::as_str)
     }
 
     /// The wire name of declared tool `name`.
@@ -112,8 +123,17 @@ pub fn wire_tools(dialect: ToolDialect, declarations: &[Declaration]) -> WireToo
         if name != declared {
             out.renamed.insert(name.clone(), declared.to_string());
         }
-        let schema = Value::Object(declaration.input_schema.clone());
         let description = declaration.description.as_str();
+        if let (ToolDialect::OpenAiResponses, Some(freeform)) = (dialect, &declaration.freeform) {
+            out.tools.push(json!({"type": "custom", "name": name,
+                "description": format!("{description}\n\nThis is a freeform tool: write the {} \
+                    itself as the call's input, not JSON.", freeform.argument),
+                "format": {"type": "grammar", "syntax": freeform.syntax,
+                    "definition": freeform.definition}}));
+            out.freeform.insert(name, freeform.argument.clone());
+            continue;
+        }
+        let schema = Value::Object(declaration.input_schema.clone());
         let tool = match dialect {
             ToolDialect::OpenAi => json!({"type": "function", "function": {
                 "name": name, "description": description, "parameters": schema}}),

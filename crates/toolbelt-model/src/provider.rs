@@ -203,7 +203,7 @@ impl ProviderModel {
                     )));
                 }
                 let text = String::from_utf8_lossy(&text);
-                let mut response = dialect::parse(self.provider, &text)?;
+                let mut response = dialect::parse(self.provider, &text, &fix.tools)?;
                 fix.apply(&mut response);
                 Ok(futures::stream::once(async move { Ok(response) }).boxed())
             }
@@ -357,7 +357,7 @@ fn events(
 
     let state = State {
         events: limited(body, MAX_STREAM).eventsource().boxed(),
-        decoder: Some(dialect::decoder(model.provider)),
+        decoder: Some(dialect::decoder(model.provider, fix.tools.clone())),
         model,
         fix,
     };

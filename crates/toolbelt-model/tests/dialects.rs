@@ -663,3 +663,107 @@ async fn a_fallback_chain_moves_a_retryable_failure_to_the_next_provider() {
     assert!(untouched.requests().is_empty());
     assert!(FallbackModel::new(Vec::new()).is_err());
 }
+
+/// A tool declared freeform (apply_patch's shape: one string argument, `input`, in a grammar).
+fn patch_tool() -> Declaration {
+    Declaration::new("patch", "Applies a patch")
+        .unwrap()
+        .with_input_schema(json!({"type": "object", "properties": {
+            "input": {"type": "string"}}, "required": ["input"]}))
+        .unwrap()
+        .with_freeform(toolbelt_core::FreeformInput {
+            argument: "input".into(),
+            syntax: "lark".into(),
+            definition: "start: /.+/s".into(),
+        })
+}
+
+#[tokio::test]
+async fn a_freeform_tool_is_a_custom_tool_on_responses_and_a_function_elsewhere() {
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+\"quoted\" {braces}\n*** End Patch\n";
+    for provider in PROVIDERS {
+        for stream in [false, true] {
+            let server = ScriptedServer::start([
+                Reply::tool_call("call_p", "patch", &json!({"input": patch}).to_string()),
+                Reply::text("patched"),
+            ])
+            .await
+            .unwrap();
+            let model = model(&server, provider);
+            let ask = |messages: Vec<Message>| {
+                let config = if stream {
+                    GenerationConfig::streaming()
+                } else {
+                    GenerationConfig::default()
+                };
+                Request::new(messages)
+                    .with_tools(vec![patch_tool()])
+                    .with_config(config)
+            };
+            let mut messages = vec![Message::user("add a.txt")];
+            let response = call(&model, ask(messages.clone())).await.unwrap();
+            let message = response.message.unwrap();
+            // Whichever way the model wrote it, the tool gets `{"input": <the text>}`.
+            let arguments: Value = serde_json::from_str(message.tool_calls[0].arguments()).unwrap();
+            assert_eq!(arguments, json!({"input": patch}), "{provider} {stream}");
+            messages.push(message.clone());
+            messages.extend(answer_all(&message, "applied"));
+            let response = call(&model, ask(messages)).await.unwrap();
+            assert_eq!(response.message.unwrap().content, "patched");
+
+            let requests = server.requests();
+            assert_eq!(requests.len(), 2, "{provider} {stream}: no request refused");
+            let body = &requests[1].body;
+            if provider != Provider::OpenAiResponses {
+                let text = body.to_string();
+                assert!(!text.contains("custom"), "{provider}: {text}");
+                continue;
+            }
+            let tool = &body["tools"][0];
+            assert_eq!(tool["type"], "custom");
+            assert_eq!(tool["format"]["type"], "grammar");
+            assert_eq!(tool["format"]["syntax"], "lark");
+            assert_eq!(tool["format"]["definition"], "start: /.+/s");
+            assert!(tool.get("parameters").is_none(), "{tool}");
+            // The call goes back as the custom call it was, with its text, and its result
+            // as a custom output (the server refuses a function output for it).
+            let items = body["input"].as_array().unwrap();
+            let call = items
+                .iter()
+                .find(|i| i["type"] == "custom_tool_call")
+                .expect("the custom call is replayed");
+            assert_eq!(call["input"], patch);
+            assert_eq!(call["call_id"], "call_p");
+            let output = items
+                .iter()
+                .find(|i| i["type"] == "custom_tool_call_output")
+                .expect("its output is a custom output");
+            assert_eq!(output["call_id"], "call_p");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_function_output_for_a_custom_call_is_refused_by_the_scripted_server() {
+    // The scripted server is as strict as the API: the test above passes because the client
+    // answers in kind, not because the server takes anything.
+    let server = ScriptedServer::start([Reply::text("unused")])
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!(
+            "{}/responses",
+            server.base_url_for(Provider::OpenAiResponses)
+        ))
+        .bearer_auth("k")
+        .json(&json!({"model": "m", "input": [
+            {"type": "custom_tool_call", "call_id": "c1", "name": "patch", "input": "x"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("does not answer the call"), "{text}");
+}

@@ -11,6 +11,8 @@ mod responses;
 #[cfg(feature = "test-server")]
 pub(crate) use gemini::FOREIGN_SIGNATURE;
 
+use std::sync::Arc;
+
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Value, json};
 
@@ -100,7 +102,11 @@ pub(crate) fn request_body(
 }
 
 /// Reads a whole JSON answer.
-pub(crate) fn parse(provider: Provider, body: &str) -> Result<Response, ModelError> {
+pub(crate) fn parse(
+    provider: Provider,
+    body: &str,
+    tools: &WireTools,
+) -> Result<Response, ModelError> {
     let value: Value = serde_json::from_str(body).map_err(|e| {
         ModelError::Decode(format!(
             "{e} in {:?}",
@@ -113,18 +119,18 @@ pub(crate) fn parse(provider: Provider, body: &str) -> Result<Response, ModelErr
     let response = match provider {
         Provider::Anthropic => anthropic::parse(&value),
         Provider::Gemini => gemini::parse(&value),
-        Provider::OpenAiResponses | Provider::OpenAi => responses::parse(&value),
+        Provider::OpenAiResponses | Provider::OpenAi => responses::parse(&value, tools),
     }?;
     check_answer(response)
 }
 
 /// The decoder of a provider's stream.
-pub(crate) fn decoder(provider: Provider) -> Box<dyn Decoder> {
+pub(crate) fn decoder(provider: Provider, tools: Arc<WireTools>) -> Box<dyn Decoder> {
     match provider {
         Provider::Anthropic => Box::new(anthropic::StreamDecoder::default()),
         Provider::Gemini => Box::new(gemini::StreamDecoder::default()),
         Provider::OpenAiResponses | Provider::OpenAi => {
-            Box::new(responses::StreamDecoder::default())
+            Box::new(responses::StreamDecoder::new(tools))
         }
     }
 }

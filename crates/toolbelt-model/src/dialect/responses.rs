@@ -2,7 +2,9 @@
 //!
 //! The conversation is a list of `input` items: messages (`input_text`, `input_image`),
 //! `function_call` items for the assistant's calls and `function_call_output` items for
-//! their results (text, or text and images). System messages go in `instructions`. Requests
+//! their results (text, or text and images); a call to a freeform tool is a
+//! `custom_tool_call` whose `input` is the tool's one argument, answered by a
+//! `custom_tool_call_output`. System messages go in `instructions`. Requests
 //! are stateless (`store: false`) and ask for `reasoning.encrypted_content`, so reasoning
 //! items come back whole: they are kept as replay items and sent again before the calls
 //! they led to, as reasoning models require. The stream's `response.output_text.delta`,
@@ -10,6 +12,9 @@
 //! `response.function_call_arguments.delta` events are the deltas; `response.completed` (or
 //! `.incomplete`) carries the whole response, read like a non-streamed one; `.failed` and
 //! `error` end the stream with their error.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -44,6 +49,8 @@ fn content_parts(message: &Message, images: bool) -> Vec<Value> {
 /// The request body.
 pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bool) -> Value {
     let mut input = Vec::new();
+    // The ids of calls made to freeform tools: their results are custom outputs.
+    let mut custom_calls = HashSet::new();
     for message in &request.messages {
         match message.role {
             Role::System => {}
@@ -65,8 +72,16 @@ pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bo
                         "content": [{"type": "output_text", "text": message.content}]}));
                 }
                 for (i, call) in message.tool_calls.iter().enumerate() {
-                    let mut item = json!({"type": "function_call", "call_id": call.id,
-                        "name": tools.wire_name(call.name()), "arguments": call.arguments()});
+                    let name = tools.wire_name(call.name());
+                    let mut item = match tools.freeform_argument(name) {
+                        Some(argument) => {
+                            custom_calls.insert(call.id.as_str());
+                            json!({"type": "custom_tool_call", "call_id": call.id,
+                                "name": name, "input": freeform_text(call.arguments(), argument)})
+                        }
+                        None => json!({"type": "function_call", "call_id": call.id,
+                            "name": name, "arguments": call.arguments()}),
+                    };
                     if let Some(id) = message
                         .replay_of(PROVIDER)
                         .find(|r| r.tool_call == Some(i))
@@ -84,8 +99,12 @@ pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bo
                 } else {
                     Value::Array(content_parts(message, images))
                 };
-                input
-                    .push(json!({"type": "function_call_output", "call_id": id, "output": output}));
+                let kind = if custom_calls.contains(id.as_str()) {
+                    "custom_tool_call_output"
+                } else {
+                    "function_call_output"
+                };
+                input.push(json!({"type": kind, "call_id": id, "output": output}));
             }
         }
     }
@@ -104,7 +123,14 @@ pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bo
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
-            ToolChoice::Tool(name) => json!({"type": "function", "name": tools.wire_name(name)}),
+            ToolChoice::Tool(name) => {
+                let name = tools.wire_name(name);
+                let kind = match tools.freeform_argument(name) {
+                    Some(_) => "custom",
+                    None => "function",
+                };
+                json!({"type": kind, "name": name})
+            }
         };
         body.insert("tool_choice".into(), choice);
         if let Some(parallel) = request.parallel_tool_calls {
@@ -132,8 +158,21 @@ pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bo
     Value::Object(body)
 }
 
+/// The text a freeform call carries: argument `argument` of the call's JSON arguments (the
+/// arguments as they are when they are not such an object, as a call begun in another
+/// dialect may have them).
+fn freeform_text(arguments: &str, argument: &str) -> String {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(mut object)) => match object.remove(argument) {
+            Some(Value::String(text)) => text,
+            _ => arguments.to_string(),
+        },
+        _ => arguments.to_string(),
+    }
+}
+
 /// Reads a whole response object.
-pub(crate) fn parse(value: &Value) -> Result<Response, ModelError> {
+pub(crate) fn parse(value: &Value, tools: &WireTools) -> Result<Response, ModelError> {
     if str_at(value, "status") == "failed" {
         return Err(embedded_error(value).unwrap_or_else(|| ModelError::Status {
             status: 200,
@@ -160,13 +199,20 @@ pub(crate) fn parse(value: &Value) -> Result<Response, ModelError> {
                     }
                 }
             }
-            "function_call" => {
+            kind @ ("function_call" | "custom_tool_call") => {
                 let index = message.tool_calls.len();
-                message.tool_calls.push(ToolCall::new(
-                    str_at(item, "call_id"),
-                    str_at(item, "name"),
-                    str_at(item, "arguments"),
-                ));
+                let name = str_at(item, "name");
+                let arguments = if kind == "custom_tool_call" {
+                    // The tool's one argument gets the text, so the tool sees the same
+                    // arguments as from a JSON call.
+                    let argument = tools.freeform_argument(name).unwrap_or("input");
+                    json!({argument: str_at(item, "input")}).to_string()
+                } else {
+                    str_at(item, "arguments").to_string()
+                };
+                message
+                    .tool_calls
+                    .push(ToolCall::new(str_at(item, "call_id"), name, arguments));
                 if let Some(id) = item.get("id") {
                     message
                         .replay
@@ -221,11 +267,22 @@ pub(crate) fn parse(value: &Value) -> Result<Response, ModelError> {
 }
 
 /// Reads the event stream.
-#[derive(Default)]
 pub(crate) struct StreamDecoder {
     /// `output_index` of each function call, in call order.
     calls: Vec<u64>,
     done: Option<Value>,
+    /// The request's tools, for the argument of a freeform call.
+    tools: Arc<WireTools>,
+}
+
+impl StreamDecoder {
+    pub(crate) fn new(tools: Arc<WireTools>) -> Self {
+        Self {
+            calls: Vec::new(),
+            done: None,
+            tools,
+        }
+    }
 }
 
 impl Decoder for StreamDecoder {
@@ -237,10 +294,17 @@ impl Decoder for StreamDecoder {
             "response.reasoning_summary_text.delta" => {
                 delta.reasoning = str_at(&value, "delta").to_string();
             }
-            "response.output_item.added" if value["item"]["type"] == "function_call" => {
+            "response.output_item.added"
+                if matches!(
+                    str_at(&value["item"], "type"),
+                    "function_call" | "custom_tool_call"
+                ) =>
+            {
                 let item = &value["item"];
                 self.calls
                     .push(value["output_index"].as_u64().unwrap_or(u64::MAX));
+                // A freeform call's text is not JSON: its fragments are not arguments, and
+                // the whole call comes with `response.completed`.
                 delta.tool_calls.push(ToolCallDelta {
                     index: self.calls.len() - 1,
                     id: Some(str_at(item, "call_id").to_string()),
@@ -295,7 +359,7 @@ impl Decoder for StreamDecoder {
 
     fn finish(&mut self) -> Result<Response, ModelError> {
         match self.done.take() {
-            Some(response) => parse(&response),
+            Some(response) => parse(&response, &self.tools),
             None => Err(ModelError::Decode(
                 "the event stream ended before `response.completed`".into(),
             )),

@@ -247,6 +247,7 @@ async fn handle(
         .as_str()
         .unwrap_or("scripted")
         .to_string();
+    let custom = custom_tools(&recorded.body);
     lock(&shared.requests).push(recorded);
     let answer = match answer_of(dialect, reply).await {
         Ok(answer) => answer,
@@ -255,7 +256,7 @@ async fn handle(
     let mut issued = lock(&shared.issued);
     match dialect {
         Dialect::Anthropic => anthropic_answer(&model, answer, stream, &mut issued),
-        Dialect::Responses => responses_answer(&model, answer, stream, &mut issued),
+        Dialect::Responses => responses_answer(&model, answer, stream, &mut issued, &custom),
         Dialect::Gemini => gemini_answer(answer, stream, &mut issued),
     }
 }
@@ -751,11 +752,13 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
     }
     for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
         let at = format!("tools[{i}].");
-        if let Some(problem) = unknown(
-            tool,
-            &["type", "name", "description", "parameters", "strict"],
-            &at,
-        ) {
+        let custom = tool["type"] == "custom";
+        let keys: &[&str] = if custom {
+            &["type", "name", "description", "format"]
+        } else {
+            &["type", "name", "description", "parameters", "strict"]
+        };
+        if let Some(problem) = unknown(tool, keys, &at) {
             return Some(problem);
         }
         let name = tool["name"].as_str().unwrap_or_default();
@@ -763,6 +766,12 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
             return bad(format!(
                 "Invalid '{at}name': string does not match pattern '^[a-zA-Z0-9_-]+$'."
             ));
+        }
+        if custom {
+            if let Some(problem) = custom_format_problem(&tool["format"], &format!("{at}format")) {
+                return bad(problem);
+            }
+            continue;
         }
         // Function tools are strict unless they say otherwise.
         if tool["strict"] != json!(false)
@@ -777,6 +786,7 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
         _ => return bad("Missing required parameter: 'input'."),
     };
     let mut calls: Vec<String> = Vec::new();
+    let mut custom_calls: HashSet<String> = HashSet::new();
     let mut outputs: HashSet<String> = HashSet::new();
     let mut reasoning_seen: HashSet<String> = HashSet::new();
     for (i, item) in input.iter().enumerate() {
@@ -785,11 +795,14 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
         let keys: &[&str] = match kind {
             "message" => &["type", "role", "content", "id", "status"],
             "function_call" => &["type", "call_id", "name", "arguments", "id", "status"],
-            "function_call_output" => &["type", "call_id", "output", "id", "status"],
+            "custom_tool_call" => &["type", "call_id", "name", "input", "id", "status"],
+            "function_call_output" | "custom_tool_call_output" => {
+                &["type", "call_id", "output", "id", "status"]
+            }
             "reasoning" => &["type", "id", "summary", "encrypted_content", "content"],
             other => {
                 return bad(format!(
-                    "Invalid value: '{other}'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning'."
+                    "Invalid value: '{other}'. Supported values are: 'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'reasoning'."
                 ));
             }
         };
@@ -822,6 +835,14 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
                 }
                 reasoning_seen.insert(id.to_string());
             }
+            "custom_tool_call" => {
+                if !item["input"].is_string() {
+                    return bad(format!("Invalid type for '{at}input': expected a string."));
+                }
+                let id = item["call_id"].as_str().unwrap_or_default().to_string();
+                custom_calls.insert(id.clone());
+                calls.push(id);
+            }
             "function_call" => {
                 if let Some(id) = item["id"].as_str()
                     && let Some(reasoning) = issued.reasoning.get(id)
@@ -839,6 +860,13 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
                 if !calls.iter().any(|c| c == id) {
                     return bad(format!(
                         "No tool call found for function call output with call_id {id}."
+                    ));
+                }
+                // A custom call is answered by a custom output, a function call by a function
+                // output.
+                if custom_calls.contains(id) != (kind == "custom_tool_call_output") {
+                    return bad(format!(
+                        "Invalid {at}type: '{kind}' does not answer the call with call_id {id}."
                     ));
                 }
                 if let Value::Array(parts) = &item["output"] {
@@ -863,11 +891,58 @@ fn responses_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
     None
 }
 
+/// Why a custom tool's `format` is not one the Responses API takes.
+fn custom_format_problem(format: &Value, at: &str) -> Option<String> {
+    match format["type"].as_str() {
+        None if format.is_null() => None,
+        Some("text") => None,
+        Some("grammar") => {
+            let syntax = format["syntax"].as_str().unwrap_or_default();
+            if !matches!(syntax, "lark" | "regex") {
+                return Some(format!(
+                    "Invalid value: '{syntax}' at {at}.syntax: use 'lark' or 'regex'."
+                ));
+            }
+            match format["definition"].as_str() {
+                Some(definition) if !definition.trim().is_empty() => None,
+                _ => Some(format!("Missing required parameter: '{at}.definition'.")),
+            }
+        }
+        _ => Some(format!(
+            "Invalid value at {at}.type: use 'text' or 'grammar'."
+        )),
+    }
+}
+
+/// The names of the request's custom (freeform) tools.
+fn custom_tools(body: &Value) -> HashSet<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|tool| tool["type"] == "custom")
+        .filter_map(|tool| Some(tool["name"].as_str()?.to_string()))
+        .collect()
+}
+
+/// The text of a scripted call to a custom tool: its arguments' one string value when they
+/// are a JSON object holding one, else the arguments as written.
+fn custom_input(call: &ToolCall) -> String {
+    match serde_json::from_str::<Value>(call.arguments()) {
+        Ok(Value::Object(object)) if object.len() == 1 => match object.values().next() {
+            Some(Value::String(text)) => text.clone(),
+            _ => call.arguments().to_string(),
+        },
+        _ => call.arguments().to_string(),
+    }
+}
+
 fn responses_answer(
     model: &str,
     answer: Answer,
     stream: bool,
     issued: &mut Issued,
+    custom: &HashSet<String>,
 ) -> HttpResponse {
     let n = issued.next();
     let mut output = Vec::new();
@@ -886,10 +961,13 @@ fn responses_answer(
         if !answer.reasoning.is_empty() {
             issued.reasoning.insert(id.clone(), reasoning_id.clone());
         }
-        output.push(
+        output.push(if custom.contains(call.name()) {
+            json!({"type": "custom_tool_call", "id": id, "call_id": call.id,
+            "name": call.name(), "input": custom_input(call), "status": "completed"})
+        } else {
             json!({"type": "function_call", "id": id, "call_id": call.id,
-            "name": call.name(), "arguments": call.arguments(), "status": "completed"}),
-        );
+            "name": call.name(), "arguments": call.arguments(), "status": "completed"})
+        });
     }
     let (status, incomplete) = if answer.truncated {
         ("incomplete", json!({"reason": "max_output_tokens"}))
@@ -922,6 +1000,7 @@ fn responses_answer(
         match item["type"].as_str() {
             Some("message") => added["content"] = json!([]),
             Some("function_call") => added["arguments"] = json!(""),
+            Some("custom_tool_call") => added["input"] = json!(""),
             Some("reasoning") => added["summary"] = json!([]),
             _ => {}
         }
@@ -962,6 +1041,21 @@ fn responses_answer(
                     &mut events,
                     json!({"type": "response.function_call_arguments.done",
                     "item_id": item_id, "output_index": index, "arguments": args}),
+                );
+            }
+            Some("custom_tool_call") => {
+                let text = item["input"].as_str().unwrap_or_default();
+                for piece in pieces(text, 4) {
+                    push(
+                        &mut events,
+                        json!({"type": "response.custom_tool_call_input.delta",
+                        "item_id": item_id, "output_index": index, "delta": piece}),
+                    );
+                }
+                push(
+                    &mut events,
+                    json!({"type": "response.custom_tool_call_input.done",
+                    "item_id": item_id, "output_index": index, "input": text}),
                 );
             }
             Some("reasoning") => {

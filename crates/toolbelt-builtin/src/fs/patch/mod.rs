@@ -24,7 +24,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
+use toolbelt_core::{DynTool, FreeformInput, FunctionTool, ToolContext, ToolError, ToolOutput};
 
 pub use apply::{Unplaced, apply_chunks};
 pub use parse::{Chunk, Hunk, Line, ParseError, parse};
@@ -58,6 +58,34 @@ function when the context alone is not unique. Paths are relative to the working
 A file that is updated or replaced must have been read with the Read tool first (in full), \
 and must not have changed since. The patch is checked whole before any file is changed.";
 
+/// The patch format as a Lark grammar, for dialects that let the model write the patch as
+/// plain text (the Responses API's freeform tools). It is the canonical form [`parse`]
+/// takes: a first chunk may go without its `@@` line, an empty line is an empty context
+/// line; the leniencies for hand-written patches (padded
+/// markers, a heredoc around the patch) are left out, since a model held to the grammar
+/// never needs them.
+const GRAMMAR: &str = r#"start: begin operation+ end
+begin: "*** Begin Patch" NL
+end: "*** End Patch" NL?
+operation: add | delete | update
+add: "*** Add File: " PATH NL added_line*
+added_line: "+" TEXT? NL
+delete: "*** Delete File: " PATH NL
+update: "*** Update File: " PATH NL move? chunk+
+move: "*** Move to: " PATH NL
+chunk: at_line? change_line+ end_of_file?
+at_line: "@@" (" " TEXT)? NL
+change_line: ((" " | "-" | "+") TEXT?)? NL
+end_of_file: "*** End of File" NL
+PATH: /[^
+]+/
+TEXT: /[^
+]+/
+NL: /
+?
+/
+"#;
+
 /// Arguments of apply_patch.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ApplyPatchArgs {
@@ -76,7 +104,16 @@ pub fn apply_patch_tool(env: &BuiltinEnv) -> Result<DynTool, ToolError> {
             async move { Ok::<_, ToolError>(apply_patch(&env, args).await) }
         },
     )?
-    .map_declaration(|d| d.destructive().closed_world().concurrency_safe(false));
+    .map_declaration(|d| {
+        d.destructive()
+            .closed_world()
+            .concurrency_safe(false)
+            .with_freeform(FreeformInput {
+                argument: "input".into(),
+                syntax: "lark".into(),
+                definition: GRAMMAR.into(),
+            })
+    });
     Ok(Arc::new(tool))
 }
 
