@@ -581,3 +581,77 @@ async fn every_redirect_hop_is_checked_against_the_policy_again() {
     );
     assert_eq!(server.hits(), 1, "only the first hop reached the server");
 }
+
+/// The PDFs of files_pdf.rs (a real one by fpdf2, hostile ones by hand) in a temp folder.
+#[cfg(feature = "pdf")]
+fn pdf_fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/make_pdfs.py");
+    let out = std::process::Command::new(toolbelt_testkit::python())
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "making the PDFs failed (run .ci/install-peers for fpdf2): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+#[cfg(feature = "pdf")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pdf_is_read_as_its_text_by_page_and_a_hostile_one_is_refused() {
+    let fixtures = pdf_fixtures();
+    let read = |name: &str| std::fs::read(fixtures.path().join(name)).unwrap();
+    let (real, bomb) = (read("real.pdf"), read("bomb.pdf"));
+    let declared = |bytes: Vec<u8>| {
+        move || async move { ([(header::CONTENT_TYPE, "application/pdf")], bytes) }
+    };
+    let undeclared = real.clone();
+    let router = Router::new()
+        .route("/papers/real.pdf", get(declared(real)))
+        .route("/bomb.pdf", get(declared(bomb)))
+        .route(
+            "/download",
+            get(move || async move { Response::builder().body(Body::from(undeclared)).unwrap() }),
+        )
+        .route(
+            "/endless.pdf",
+            get(|| async {
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/pdf")
+                    .body(huge_body(Arc::default()))
+                    .unwrap()
+            }),
+        );
+    let server = TestServer::start(router).await;
+    let tool = fetch_tool(local_options());
+
+    let out = fetch(&tool, &server.url("/papers/real.pdf")).await.unwrap();
+    let text = out.llm_text();
+    assert!(!out.is_error, "{text}");
+    let one = text.find("--- real.pdf: page 1 of 3 ---").expect(&text);
+    let alpha = text.find("Page one alpha").expect(&text);
+    let gamma = text.find("Page three gamma").expect(&text);
+    assert!(one < alpha && alpha < gamma, "{text}");
+    assert_eq!(out.meta.unwrap()["media_type"], "application/pdf");
+    // Sniffed when no type is declared.
+    let out = fetch(&tool, &server.url("/download")).await.unwrap();
+    assert!(
+        out.llm_text().contains("Page two beta"),
+        "{}",
+        out.llm_text()
+    );
+
+    // A compression bomb and a PDF past the size limit are refused with the reason.
+    let err = fetch(&tool, &server.url("/bomb.pdf")).await.unwrap_err();
+    assert!(err.to_string().contains("cannot be read"), "{err}");
+    let err = fetch(&tool, &server.url("/endless.pdf")).await.unwrap_err();
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    // Still answering.
+    let out = fetch(&tool, &server.url("/papers/real.pdf")).await.unwrap();
+    assert!(out.llm_text().contains("Page one alpha"));
+}

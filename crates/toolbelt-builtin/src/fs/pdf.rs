@@ -140,8 +140,26 @@ fn extract_blocking(_: &[u8], _: Option<(u32, u32)>) -> Result<PdfText, String> 
     Err("this build reads no PDFs (toolbelt-builtin's `pdf` feature is off)".to_string())
 }
 
-/// The pages as Read shows them: a header line per page, then its text.
+/// The pages as Read shows them: a header line per page, then its text, and how to read the
+/// pages left out.
 pub fn render(text: &PdfText, shown: &str) -> String {
+    let mut out = render_pages(text, shown);
+    if let Some((last, _)) = text.pages.last()
+        && (text.truncated || *last < text.page_count)
+    {
+        out.push_str(&format!(
+            "\n[showing pages {}-{last} of {}; pass pages: \"{}-{}\" to read more]\n",
+            text.pages[0].0,
+            text.page_count,
+            last + 1,
+            text.page_count.min(last + MAX_PAGES as u32)
+        ));
+    }
+    out
+}
+
+/// The pages alone: a header line per page (`--- {shown}: page 2 of 9 ---`), then its text.
+pub fn render_pages(text: &PdfText, shown: &str) -> String {
     let mut out = String::new();
     for (number, page) in &text.pages {
         out.push_str(&format!(
@@ -153,17 +171,6 @@ pub fn render(text: &PdfText, shown: &str) -> String {
     }
     if text.pages.is_empty() {
         out.push_str(&format!("{shown}: the PDF has no pages.\n"));
-    }
-    if let Some((last, _)) = text.pages.last()
-        && (text.truncated || *last < text.page_count)
-    {
-        out.push_str(&format!(
-            "\n[showing pages {}-{last} of {}; pass pages: \"{}-{}\" to read more]\n",
-            text.pages[0].0,
-            text.page_count,
-            last + 1,
-            text.page_count.min(last + MAX_PAGES as u32)
-        ));
     }
     out
 }

@@ -19,6 +19,7 @@ use super::address::{AddressPolicy, GuardedResolver};
 use super::convert::{self, ContentKind};
 use super::domain::DomainPolicy;
 use super::http::{self, DEFAULT_USER_AGENT};
+use crate::fs::pdf;
 
 /// The default largest body WebFetch reads: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -26,6 +27,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_CONTENT_CHARS: usize = 100_000;
 /// The default number of same-host redirects followed.
 pub const DEFAULT_MAX_REDIRECTS: usize = 5;
+/// The largest PDF WebFetch reads (a paper runs to a few MiB; a PDF cut short cannot be
+/// read at all, so it gets more room than a page).
+pub const MAX_PDF_BYTES: usize = 16 * 1024 * 1024;
 /// The default time limit of one fetch, redirects and body included.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -306,24 +310,33 @@ impl WebFetcher {
             .to_string();
         let media_type = convert::media_type(&content_type);
         let declared = convert::kind_of_media_type(&media_type);
-        if declared == Some(ContentKind::Binary) {
+        let declared_pdf = media_type == "application/pdf";
+        if declared == Some(ContentKind::Binary) && !declared_pdf {
             return Err(binary_refusal(url, &media_type));
         }
-        let body = http::read_limited(response, self.options.max_body_bytes)
-            .await
-            .map_err(|e| {
-                http::request_error(e, &format!("reading {url} failed"), self.options.timeout)
-            })?;
+        let limit = if declared_pdf {
+            self.options.max_body_bytes.max(MAX_PDF_BYTES)
+        } else {
+            self.options.max_body_bytes
+        };
+        let body = http::read_limited(response, limit).await.map_err(|e| {
+            http::request_error(e, &format!("reading {url} failed"), self.options.timeout)
+        })?;
         let kind = declared.unwrap_or_else(|| convert::sniff(&body.bytes));
-        if kind == ContentKind::Binary {
+        let pdf = declared_pdf || (kind == ContentKind::Binary && pdf::is_pdf(&body.bytes));
+        if kind == ContentKind::Binary && !pdf {
             return Err(binary_refusal(url, "undeclared binary data"));
         }
-        let text = http::decode_text(&body.bytes, http::charset_of(&content_type));
-        let (title, content) = if kind == ContentKind::Html {
-            let page = convert_off_runtime(text).await?;
-            (page.title, page.markdown)
+        let (title, content) = if pdf {
+            (None, pdf_text(url, &body, limit).await?)
         } else {
-            (None, text)
+            let text = http::decode_text(&body.bytes, http::charset_of(&content_type));
+            if kind == ContentKind::Html {
+                let page = convert_off_runtime(text).await?;
+                (page.title, page.markdown)
+            } else {
+                (None, text)
+            }
         };
         Ok(FetchedPage {
             requested_url: requested.to_string(),
@@ -355,6 +368,36 @@ async fn convert_off_runtime(html: String) -> Result<convert::MarkdownPage, Tool
         .await
         .map_err(|e| ToolError::failed(format!("converting HTML failed: {e}")))?
         .map_err(|_| ToolError::failed("converting HTML was stopped"))
+}
+
+/// The text of a fetched PDF, page by page as Read shows it (up to Read's page and character
+/// limits), within the PDF reader's time and memory bounds.
+async fn pdf_text(url: &Url, body: &http::LimitedBody, limit: usize) -> Result<String, ToolError> {
+    if body.truncated {
+        return Err(ToolError::failed(format!(
+            "{url} is a PDF larger than {} MiB; WebFetch reads only whole PDFs up to that size",
+            limit >> 20
+        )));
+    }
+    let text = pdf::extract(body.bytes.clone(), None)
+        .await
+        .map_err(|e| ToolError::failed(format!("{url} is a PDF that cannot be read: {e}")))?;
+    let name = url
+        .path_segments()
+        .and_then(|mut segments| segments.next_back())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("document.pdf");
+    let mut out = pdf::render_pages(&text, name);
+    if let Some((last, _)) = text.pages.last()
+        && (text.truncated || *last < text.page_count)
+    {
+        out.push_str(&format!(
+            "\n[showing pages {}-{last} of {}; save the PDF in the working directory and Read \
+             it with pages to see the rest]\n",
+            text.pages[0].0, text.page_count
+        ));
+    }
+    Ok(out)
 }
 
 fn binary_refusal(url: &Url, what: &str) -> ToolError {
@@ -414,13 +457,14 @@ struct WebFetchArgs {
 }
 
 const DESCRIPTION_WITH_PROCESSOR: &str = "Fetches a URL (http or https) and answers the prompt \
-from its content: HTML is converted to Markdown first, other text is used as is, binary \
-content is refused. Redirects to the same host are followed; a redirect to another host is \
+from its content: HTML is converted to Markdown first, a PDF's text is taken page by page, \
+other text is used as is, other binary content is refused. Redirects to the same host are followed; a redirect to another host is \
 reported with the new URL, which you can then fetch with another call. Internal and private \
 network addresses cannot be fetched.";
 
 const DESCRIPTION_WITHOUT_PROCESSOR: &str = "Fetches a URL (http or https) and returns its \
-content: HTML converted to Markdown, other text as is; binary content is refused. Long \
+content: HTML converted to Markdown, a PDF's text page by page, other text as is; other \
+binary content is refused. Long \
 content is cut with a marker; use the prompt to say what you are looking for, then read the \
 returned content for it yourself. Redirects to the same host are followed; a redirect to \
 another host is reported with the new URL, which you can then fetch with another call. \
