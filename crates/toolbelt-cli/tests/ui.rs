@@ -185,3 +185,40 @@ async fn a_sub_agents_invocation_nests_under_its_parent_in_chromium() {
     let ui = Ui::start(&server, dir.path(), &file, &[]);
     browse(&ui, "tree", async || {}).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plan_panel_shows_the_last_task_list_todowrite_saved_in_chromium() {
+    // A run that writes its plan, updates it, then sends a list TodoWrite refuses: the
+    // panel shows the update (the task in progress by its activeForm, markup as text), not
+    // the refused list.
+    let dir = project();
+    let file = session_file(&dir);
+    let todo = |content: &str, status: &str, active: &str| serde_json::json!({"content": content, "status": status, "activeForm": active});
+    let first = serde_json::json!({"todos": [
+        todo("Read the notes", "pending", "Reading the notes"),
+        todo("Fix the <img src=x onerror=window.__pwned=4> bug", "pending", "Fixing the bug"),
+        todo("Run the tests", "pending", "Running the tests"),
+    ]});
+    let update = serde_json::json!({"todos": [
+        todo("Read the notes", "completed", "Reading the notes"),
+        todo("Fix the <img src=x onerror=window.__pwned=4> bug", "in_progress", "Fixing the <img src=x onerror=window.__pwned=5> bug"),
+        todo("Run the tests", "pending", "Running the tests"),
+    ]});
+    let refused = serde_json::json!({"todos": [todo("", "pending", "")]});
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_plan", "TodoWrite", &first.to_string()),
+        Reply::tool_call("call_update", "TodoWrite", &update.to_string()),
+        Reply::tool_call("call_refused", "TodoWrite", &refused.to_string()),
+        Reply::text("Working on it."),
+    ])
+    .await
+    .unwrap();
+    let d = dir.path();
+    let ui = Ui::start(&server, d, &file, &[]);
+    browse(&ui, "plan", async || {
+        let (code, stderr) = run_in_session(&server, d, &file, "Fix the bug", &[]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    })
+    .await;
+    assert_eq!(server.remaining(), 0, "every scripted reply was used");
+}

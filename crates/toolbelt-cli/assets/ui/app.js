@@ -1,7 +1,7 @@
 // State and wiring: the sessions list, the selected session's runs, the event stream and the
 // chat box. Drawing is in view.js.
 
-import { el, messageText, runView, time, toolCard } from './view.js';
+import { el, latestPlan, messageText, planView, runView, time, toolCard } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 const keyOf = (app, user, session) => `${app}\u0000${user}\u0000${session}`;
@@ -134,14 +134,24 @@ function drawMain() {
   const s = state.sessions.get(state.selected);
   $('title').textContent = s ? `Session ${s.session_id}` : state.sessions.size ? 'Choose a session' : 'No sessions yet';
   if (!s) {
+    drawPlan(null);
     runs.replaceChildren(el('p', { class: 'empty' }, state.config && state.config.chat ? 'Runs appear here as they happen. Ask something below to start one.' : 'Runs appear here as they happen (`toolbelt run --session FILE`).'));
     drawChat();
     return;
   }
   const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  drawPlan(s);
   runs.replaceChildren(...runsOf(s).map(runView));
   if (atBottom) window.scrollTo(0, document.body.scrollHeight);
   drawChat();
+}
+
+/** The selected session's plan (its last TodoWrite list), above its runs; hidden without one. */
+function drawPlan(s) {
+  const panel = $('plan');
+  const todos = s ? latestPlan(s.list) : null;
+  panel.hidden = !todos || todos.length === 0;
+  panel.replaceChildren(...(panel.hidden ? [] : planView(todos)));
 }
 
 function drawChat() {

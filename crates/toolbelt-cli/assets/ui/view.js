@@ -338,3 +338,51 @@ export function runView(run) {
   section.append(cards);
   return section;
 }
+
+const PLAN_STATUSES = new Set(['pending', 'in_progress', 'completed']);
+
+/**
+ * The session's plan: the task list of the last TodoWrite call that succeeded, read from the
+ * call's own arguments (what the tool saved), or null when the session has none.
+ */
+export function latestPlan(events) {
+  const args = new Map();
+  let plan = null;
+  for (const e of events) {
+    if (e.type === 'model_response') {
+      for (const c of (e.message && e.message.tool_calls) || []) {
+        if (c.function && c.function.name === 'TodoWrite') args.set(c.id, c.function.arguments);
+      }
+    } else if (e.type === 'tool_result' && e.result.name === 'TodoWrite' && !e.result.is_error && args.has(e.result.call_id)) {
+      try {
+        const todos = JSON.parse(args.get(e.result.call_id)).todos;
+        if (Array.isArray(todos)) plan = todos.filter((t) => t && typeof t.content === 'string' && PLAN_STATUSES.has(t.status));
+      } catch {
+        // Arguments the tool accepted after repair: the card shows them; the panel keeps the last plan it could read.
+      }
+    }
+  }
+  return plan;
+}
+
+/** The plan panel's contents: one line per task, its status as a mark and a class. */
+export function planView(todos) {
+  const done = todos.filter((t) => t.status === 'completed').length;
+  const marks = { pending: '☐', in_progress: '▶', completed: '☑' };
+  return [
+    el('div', { class: 'plan-head' }, el('span', { class: 'kind' }, 'plan'), el('span', { class: 'stat' }, `${done} of ${todos.length} done`)),
+    el(
+      'ol',
+      { class: 'plan-items' },
+      todos.map((t) =>
+        el(
+          'li',
+          { class: `todo ${t.status}`, data: { status: t.status } },
+          el('span', { class: 'mark', 'aria-hidden': 'true' }, marks[t.status]),
+          // While a task is being done its activeForm says so ("Running the tests").
+          el('span', { class: 'todo-text' }, t.status === 'in_progress' && typeof t.activeForm === 'string' && t.activeForm ? t.activeForm : t.content),
+        ),
+      ),
+    ),
+  ];
+}

@@ -56,6 +56,8 @@ try {
   await page.waitForSelector('#status.good');
   if (process.env.SCENARIO === 'tree') {
     await invocationTree(page);
+  } else if (process.env.SCENARIO === 'plan') {
+    await planPanel(page);
   } else {
     await liveRunAndChat(page);
   }
@@ -71,6 +73,34 @@ if (failed) {
   process.exit(1);
 }
 console.log('PASS');
+
+/** A live run that writes its plan with TodoWrite, updates it, then has a list refused. */
+async function planPanel(page) {
+  check(await page.locator('#plan').isHidden(), 'a plan was shown before any TodoWrite');
+  console.log('READY');
+  await page.waitForSelector('.run-head .badge.ok');
+  await page.waitForSelector('.card.tool.error[data-tool="TodoWrite"]');
+  const panel = page.locator('#plan');
+  check(await panel.isVisible(), 'the plan panel is not shown');
+  const items = await panel.locator('li.todo').evaluateAll((nodes) => nodes.map((n) => [n.dataset.status, n.querySelector('.todo-text').textContent]));
+  const expected = [
+    ['completed', 'Read the notes'],
+    ['in_progress', 'Fixing the <img src=x onerror=window.__pwned=5> bug'],
+    ['pending', 'Run the tests'],
+  ];
+  check(JSON.stringify(items) === JSON.stringify(expected), `the plan shows ${JSON.stringify(items)}`);
+  const head = await panel.locator('.plan-head').textContent();
+  check(head.includes('1 of 3 done'), `the plan's head: ${head}`);
+  check((await page.locator('img[src="x"]').count()) === 0, 'an img element was injected');
+  check((await page.evaluate(() => window.__pwned)) === undefined, 'markup from the plan ran');
+  // Still in view while the runs scroll under it.
+  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  const box = await panel.boundingBox();
+  check(box && box.y >= 0 && box.y < 100, `the panel scrolled away: ${JSON.stringify(box)}`);
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-plan.png') });
+  }
+}
 
 /** A stored run whose root agent handed over to a sub-agent: one run, a nested tree. */
 async function invocationTree(page) {
