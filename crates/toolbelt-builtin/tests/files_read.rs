@@ -15,10 +15,15 @@ async fn read_numbers_lines_like_cat_n_and_reports_metadata() {
     let set = set_on(dir.path());
     let out = call_ok(&set, "Read", json!({"file_path": "a.txt"})).await;
     assert_eq!(out.llm_text(), "     1\tone\n     2\ttwo\n     3\tthree\n");
-    let meta = out.structured.unwrap();
+    let meta = out.structured.clone().unwrap();
     assert_eq!(meta["start_line"], 1);
     assert_eq!(meta["lines_returned"], 3);
     assert_eq!(meta["total_lines"], 3);
+    // What a person reads: the count in words, singular for one.
+    assert_eq!(out.user_text(), "Read 3 lines of a.txt");
+    std::fs::write(dir.path().join("b.txt"), "only\n").unwrap();
+    let out = call_ok(&set, "Read", json!({"file_path": "b.txt"})).await;
+    assert_eq!(out.user_text(), "Read 1 line of b.txt");
 }
 
 #[tokio::test(flavor = "multi_thread")]

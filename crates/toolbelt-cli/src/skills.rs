@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use toolbelt_ext::{Discovered, discover};
+use toolbelt_ext::{Discovered, SkillsConfig, discover};
 
 use crate::agent_cli::extensions::skills_config;
 use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
@@ -29,7 +29,7 @@ pub enum SkillsCommand {
 /// Where skills are looked for.
 #[derive(Args, Debug)]
 pub struct SkillsArgs {
-    /// The project directory (its `.toolbelt/skills` is searched).
+    /// The project directory (its `.toolbelt/skills` and `.claude/skills` are searched).
     #[arg(long, value_name = "DIR", default_value = ".")]
     dir: PathBuf,
     /// Also look for skills in DIR (searched first; repeatable).
@@ -39,7 +39,12 @@ pub struct SkillsArgs {
 
 impl SkillsArgs {
     async fn discover(&self) -> Discovered {
-        let found = discover(&skills_config(&self.skills_dir, &self.dir)).await;
+        self.discover_in(&skills_config(&self.skills_dir, &self.dir))
+            .await
+    }
+
+    async fn discover_in(&self, config: &SkillsConfig) -> Discovered {
+        let found = discover(config).await;
         for warning in &found.warnings {
             eprintln!("toolbelt: warning: {warning}");
         }
@@ -54,7 +59,8 @@ impl SkillsArgs {
 pub async fn run(command: SkillsCommand) -> Outcome {
     match command {
         SkillsCommand::List(args) => {
-            let found = args.discover().await;
+            let config = skills_config(&args.skills_dir, &args.dir);
+            let found = args.discover_in(&config).await;
             for skill in &found.skills {
                 println!(
                     "{}\t{}\t{}",
@@ -64,7 +70,16 @@ pub async fn run(command: SkillsCommand) -> Outcome {
                 );
             }
             if found.skills.is_empty() && found.errors.is_empty() {
-                eprintln!("toolbelt: no skills found");
+                let folders: Vec<String> = config
+                    .folders()
+                    .iter()
+                    .map(|f| f.path.display().to_string())
+                    .collect();
+                eprintln!(
+                    "toolbelt: no skills found; looked in {} (a skill is a folder there \
+                     holding SKILL.md)",
+                    folders.join(", ")
+                );
             }
             Ok(if found.errors.is_empty() {
                 EXIT_OK

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use toolbelt::ToolContext;
 use toolbelt::builtin::fs::ReadState;
+use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
 use toolbelt::exec::{Executor, Timeout, ToolCall};
+use toolbelt::{ToolContext, ToolError};
 
 use crate::common::{
     CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, execute_until_signal, read_arguments,
@@ -148,7 +149,9 @@ async fn call(args: CallArgs) -> Outcome {
     }
     toolbox.close().await;
 
-    let output = result.result.map_err(|e| CliError::from_tool_error(&e))?;
+    let output = result.result.map_err(|e| {
+        unknown_in_read_only(&e, &args).unwrap_or_else(|| CliError::from_tool_error(&e))
+    })?;
     let view = if args.json {
         View::Json
     } else if args.user_view {
@@ -156,7 +159,36 @@ async fn call(args: CallArgs) -> Outcome {
     } else {
         View::Model
     };
-    Ok(print_output(&output, view))
+    let code = print_output(&output, view);
+    if output.is_error && args.session.is_none() && output.llm_text().contains(NOT_READ) {
+        eprintln!(
+            "toolbelt: hint: each `toolbelt tools call` is a session of its own, so a Read made \
+             by another call does not count; pass the same --session FILE to both calls"
+        );
+    }
+    Ok(code)
+}
+
+/// What the file tools say of a file this session has not read.
+const NOT_READ: &str = "has not been read yet";
+
+/// For a tool unknown only because `--read-only` leaves it out, the usage error that says so.
+fn unknown_in_read_only(err: &ToolError, args: &CallArgs) -> Option<CliError> {
+    if !matches!(err, ToolError::UnknownTool { .. }) || !args.sources.read_only {
+        return None;
+    }
+    let full = BuiltinToolSet::new(BuiltinOptions::new(&args.sources.dir)).ok()?;
+    let offered = full
+        .tool_list()
+        .iter()
+        .any(|tool| tool.declaration().name.as_str() == args.name);
+    offered.then(|| {
+        CliError::usage(format!(
+            "{} is not offered with --read-only, which leaves out the tools that change files \
+             or run commands; call it without --read-only",
+            args.name
+        ))
+    })
 }
 
 /// A `--session` file, locked for this process from [`SessionFile::lock`] until it is saved

@@ -178,3 +178,60 @@ async fn skills_dir_adds_a_folder_searched_first() {
     );
     assert!(!instruction.contains("Extract text from PDF files."));
 }
+
+#[tokio::test]
+async fn claude_code_skill_folders_are_found_and_an_empty_search_names_where_it_looked() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("repo");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let project_arg = project.to_str().unwrap();
+
+    let out = output(
+        skills_command(&home, &["skills", "list", "--dir", project_arg]),
+        "",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    for folder in [
+        project.join(".toolbelt/skills"),
+        project.join(".claude/skills"),
+        home.join(".toolbelt/skills"),
+        home.join(".claude/skills"),
+    ] {
+        assert!(
+            stderr.contains(&folder.display().to_string()),
+            "{folder:?} not named: {stderr}"
+        );
+    }
+
+    write_skill(
+        &project.join(".claude/skills"),
+        "review",
+        "name: review\ndescription: Review a pull request.",
+        "Read the diff first.\n",
+    );
+    write_skill(
+        &home.join(".claude/skills"),
+        "standup",
+        "name: standup\ndescription: Write the standup note.",
+        "Three lines.\n",
+    );
+    let out = output(
+        skills_command(&home, &["skills", "list", "--dir", project_arg]),
+        "",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("review\tReview a pull request."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("standup\tWrite the standup note."),
+        "{stdout}"
+    );
+}

@@ -218,6 +218,12 @@ fn each_call_is_a_fresh_session_unless_a_session_file_keeps_the_reads() {
         "an Edit without a Read is refused"
     );
     assert!(stderr(&out).contains("Read it first"), "{}", stderr(&out));
+    // Separate calls are separate sessions: the message says how to share one.
+    assert!(
+        stderr(&out).contains("pass the same --session FILE to both calls"),
+        "{}",
+        stderr(&out)
+    );
 
     let session = dir.path().join("session.json");
     let session = session.to_str().unwrap();
@@ -373,4 +379,28 @@ fn alive(pid: i32) -> bool {
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn a_tool_left_out_by_read_only_says_so_instead_of_unknown() {
+    let dir = project();
+    let write = r#"{"file_path":"new.txt","content":"x"}"#;
+    let out = run(
+        dir.path(),
+        &["tools", "call", "Write", write, "--read-only"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Write is not offered with --read-only") && !err.contains("unknown tool"),
+        "{err}"
+    );
+    assert!(!dir.path().join("new.txt").exists());
+    // A name no mode offers is still unknown, with suggestions.
+    let out = run(
+        dir.path(),
+        &["tools", "call", "Wirte", write, "--read-only"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown tool"), "{}", stderr(&out));
 }

@@ -189,7 +189,11 @@ pub async fn read(env: &BuiltinEnv, args: ReadArgs) -> ToolOutput {
         return ToolOutput::error(format!("{shown}: {e}"));
     }
     ToolOutput::text(out)
-        .with_user_text(format!("Read {} lines of {shown}", selected.len()))
+        .with_user_text(format!(
+            "Read {} line{} of {shown}",
+            selected.len(),
+            if selected.len() == 1 { "" } else { "s" }
+        ))
         .with_structured(json!({
             "file_path": shown,
             "type": "text",

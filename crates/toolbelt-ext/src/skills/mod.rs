@@ -2,7 +2,8 @@
 //! instructions) with scripts and resources beside it.
 //!
 //! [`SkillsConfig`] names the folders searched, nearest first (by default
-//! `.toolbelt/skills/` under the project directory, then `~/.toolbelt/skills/`); each
+//! `.toolbelt/skills/` and `.claude/skills/` under the project directory, then the same under
+//! the home directory); each
 //! sub-folder with a `SKILL.md` is a skill. [`discover`] finds and checks them: a skill
 //! whose front matter is wrong is left out with an error naming the file and field
 //! ([`front_matter`] says what is checked), and on a name clash the nearer folder's skill
@@ -75,12 +76,18 @@ impl SkillsConfig {
         Self::default()
     }
 
-    /// The default folders: `PROJECT/.toolbelt/skills` (not trusted to start commands), then
-    /// `~/.toolbelt/skills` when `HOME` is set (trusted).
+    /// The default folders, nearest first: the project's `.toolbelt/skills` and
+    /// `.claude/skills` (Claude Code's, so skills written for it are found; neither trusted to
+    /// start commands), then the same two under `HOME` when it is set (trusted).
     pub fn defaults(project: &Path) -> Self {
-        let mut config = Self::new().folder(project.join(".toolbelt").join("skills"), false);
+        let mut config = Self::new();
+        for tool in [".toolbelt", ".claude"] {
+            config = config.folder(project.join(tool).join("skills"), false);
+        }
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            config = config.folder(PathBuf::from(home).join(".toolbelt").join("skills"), true);
+            for tool in [".toolbelt", ".claude"] {
+                config = config.folder(PathBuf::from(&home).join(tool).join("skills"), true);
+            }
         }
         config
     }
