@@ -10,8 +10,26 @@ use crate::common::{EXIT_OK, EXIT_TOOL_FAILED};
 /// Prints tool declarations: `name  first sentence of the description` per line, aligned, or
 /// with `json` an array of `{name, description, input_schema, output_schema, annotations}`.
 pub fn print_listing(declarations: &[&Declaration], json: bool) {
+    print_listing_with_sources(declarations, &[], json);
+}
+
+/// As [`print_listing`], with the source of each tool (`sources[i]`, its tool set's name, for
+/// `declarations[i]`; none when `sources` is empty): a column of the table, a `source` field
+/// of the JSON.
+pub fn print_listing_with_sources(declarations: &[&Declaration], sources: &[&str], json: bool) {
+    let source_of = |i: usize| sources.get(i).copied();
     if json {
-        let listing: Vec<_> = declarations.iter().map(|d| declaration_json(d)).collect();
+        let listing: Vec<_> = declarations
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let mut entry = declaration_json(d);
+                if let Some(source) = source_of(i) {
+                    entry["source"] = json!(source);
+                }
+                entry
+            })
+            .collect();
         println!("{}", serde_json::Value::Array(listing));
         return;
     }
@@ -20,12 +38,21 @@ pub fn print_listing(declarations: &[&Declaration], json: bool) {
         .map(|d| d.name.as_str().len())
         .max()
         .unwrap_or(0);
-    for d in declarations {
-        println!(
-            "{:width$}  {}",
-            d.name.as_str(),
-            first_sentence(&d.description)
-        );
+    let source_width = sources.iter().map(|s| s.len()).max().unwrap_or(0);
+    for (i, d) in declarations.iter().enumerate() {
+        match source_of(i) {
+            Some(source) => println!(
+                "{:width$}  {:source_width$}  {}",
+                d.name.as_str(),
+                source,
+                first_sentence(&d.description)
+            ),
+            None => println!(
+                "{:width$}  {}",
+                d.name.as_str(),
+                first_sentence(&d.description)
+            ),
+        }
     }
 }
 

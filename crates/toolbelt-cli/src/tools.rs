@@ -24,7 +24,7 @@ use toolbelt::{ToolContext, ToolError};
 use crate::common::{
     CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, execute_until_signal, read_arguments,
 };
-use crate::output::{View, print_listing, print_output};
+use crate::output::{View, print_listing, print_listing_with_sources, print_output};
 
 /// `toolbelt tools …`
 #[derive(Subcommand, Debug)]
@@ -118,7 +118,17 @@ async fn list(args: ListArgs) -> Outcome {
         println!("{array}");
         return Ok(EXIT_OK);
     }
-    print_listing(&tools, args.json);
+    // With MCP servers the listing says where each tool comes from: `builtin` or the
+    // server's name.
+    if args.sources.mcp_config.is_some() {
+        let sources: Vec<&str> = snapshot
+            .names()
+            .map(|name| snapshot.tool_set_of(name).unwrap_or("direct"))
+            .collect();
+        print_listing_with_sources(&tools, &sources, args.json);
+    } else {
+        print_listing(&tools, args.json);
+    }
     Ok(EXIT_OK)
 }
 

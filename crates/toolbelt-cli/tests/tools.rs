@@ -303,12 +303,34 @@ fn tools_of_configured_mcp_servers_are_listed_and_called() {
 
     let out = run(dir.path(), &["tools", "list", "--mcp-config", config]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).lines().any(|l| l.starts_with("echo ")),
-        "{}",
-        stdout(&out)
+    // Each line says where the tool comes from: the server's name or builtin.
+    let column = |line: &str| line.split_whitespace().nth(1).map(str::to_string);
+    let listing = stdout(&out);
+    let echo = listing
+        .lines()
+        .find(|l| l.starts_with("echo "))
+        .expect(&listing);
+    assert_eq!(column(echo).as_deref(), Some("everything"), "{listing}");
+    let read = listing
+        .lines()
+        .find(|l| l.starts_with("Read "))
+        .expect(&listing);
+    assert_eq!(column(read).as_deref(), Some("builtin"), "{listing}");
+    let out = run(
+        dir.path(),
+        &["tools", "list", "--mcp-config", config, "--json"],
     );
-    assert!(stdout(&out).lines().any(|l| l.starts_with("Read ")));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let source = |name: &str| {
+        listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["source"].clone())
+    };
+    assert_eq!(source("echo"), Some(serde_json::json!("everything")));
+    assert_eq!(source("Grep"), Some(serde_json::json!("builtin")));
 
     let out = run(
         dir.path(),

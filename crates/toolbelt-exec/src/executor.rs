@@ -387,7 +387,7 @@ impl Executor {
             return Err(ToolError::Cancelled);
         }
         let Step {
-            entry: Entry { tool, lane },
+            entry: Entry { tool, lane, .. },
             call,
             settings,
             chunks,

@@ -142,6 +142,8 @@ impl SetEntry {
 pub(crate) struct Entry {
     pub(crate) tool: DynTool,
     pub(crate) lane: Option<Arc<Lane>>,
+    /// The name of the tool set that listed it; `None` for a tool registered directly.
+    pub(crate) set: Option<Arc<str>>,
 }
 
 type Tools = BTreeMap<String, Entry>;
@@ -186,6 +188,7 @@ impl State {
                 let entry = Entry {
                     tool: tool.clone(),
                     lane: Some(self.lane.clone()),
+                    set: None,
                 };
                 (name.clone(), entry)
             })
@@ -196,6 +199,7 @@ impl State {
                 errors.push((set.set.name().to_string(), error.clone()));
             }
             let mut seen = HashSet::new();
+            let set_name: Arc<str> = Arc::from(set.set.name());
             for tool in set.listed.iter().flat_map(|tools| tools.iter()) {
                 let name = tool.name();
                 let left_out = |why: String| {
@@ -212,6 +216,7 @@ impl State {
                 let entry = |tool: DynTool| Entry {
                     tool,
                     lane: Some(set.lane.clone()),
+                    set: Some(set_name.clone()),
                 };
                 if !set.options.always_prefix && !merged.contains_key(name) {
                     merged.insert(name.to_string(), entry(tool.clone()));
@@ -673,8 +678,11 @@ impl ToolSnapshot {
     pub fn from_tools<I: IntoIterator<Item = DynTool>>(tools: I) -> Self {
         let mut map = BTreeMap::new();
         for tool in tools {
-            map.entry(tool.name().to_string())
-                .or_insert(Entry { tool, lane: None });
+            map.entry(tool.name().to_string()).or_insert(Entry {
+                tool,
+                lane: None,
+                set: None,
+            });
         }
         Self {
             tools: Arc::new(map),
@@ -699,6 +707,12 @@ impl ToolSnapshot {
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&DynTool> {
         self.tools.get(name).map(|entry| &entry.tool)
+    }
+
+    /// The name of the tool set that offers tool `name` (`None` for a tool registered
+    /// directly, or one this snapshot does not hold).
+    pub fn tool_set_of(&self, name: &str) -> Option<&str> {
+        self.tools.get(name)?.set.as_deref()
     }
 
     /// The tool named `name` with its lane.
