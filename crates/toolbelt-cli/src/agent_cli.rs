@@ -39,7 +39,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 pub const EXIT_TERMINATED: u8 = 143;
 
 /// The application name sessions are stored under.
-const APP: &str = "toolbelt";
+pub(crate) const APP: &str = "toolbelt";
 /// The user sessions are stored for.
 pub(crate) const USER: &str = "local";
 /// How long one tool call may run.

@@ -4,14 +4,18 @@
 //! is not a terminal such calls are refused, since a piped line must not approve a command.
 //! `/exit` or end of input leaves (exit 0, or 1 if an answer ended with an error); Ctrl-C
 //! during an answer stops that answer only, at the prompt it leaves with exit code 130.
+//!
+//! A line starting with `/` is a command for `chat` itself, never sent to the model (as in
+//! Claude Code): `/help`, `/clear` (a new session), `/tools`, `/model`, `/sessions`,
+//! `/resume ID`, `/exit`; an unknown one says so.
 
 use std::io::{IsTerminal, Write};
 
 use clap::Args;
 
 use crate::agent_cli::{
-    AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, approval_from, model_from,
-    shared_stdin, stop_signal, watch_run,
+    APP, AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, USER, approval_from,
+    model_from, new_session_id, shared_stdin, stop_signal, watch_run,
 };
 use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
@@ -28,16 +32,18 @@ pub async fn run(args: ChatArgs) -> Outcome {
     let stdin = shared_stdin();
     let spinner = Spinner::new(Format::Human);
     let model = model.with_retry_observer(spinner.retry_observer());
+    let model_name = toolbelt::model::Model::name(&model).to_string();
     let approval = approval_from(&args.agent, &stdin, &spinner);
-    let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
+    let mut session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!(
-            "toolbelt chat, session {}. /exit or Ctrl-D leaves.",
+            "toolbelt chat, session {}. /help lists the commands; /exit or Ctrl-D leaves.",
             session.session_id
         );
     }
 
+    let mut session_id = session.session_id.clone();
     let mut failed = false;
     let mut stopped_by = None;
     loop {
@@ -65,19 +71,93 @@ pub async fn run(args: ChatArgs) -> Outcome {
         if text.is_empty() {
             continue;
         }
-        if matches!(text, "/exit" | "/quit") {
-            break;
+        if let Some(command) = text.strip_prefix('/') {
+            match slash_command(command, &session, &model_name, &mut session_id).await {
+                Next::Prompt => continue,
+                Next::Leave => break,
+            }
         }
         let mut renderer = Renderer::new(spinner.clone(), Format::Human);
         // A signal during an answer stops that answer only.
-        if let RunEnd::Completed(summary) = watch_run(&mut renderer, session.start(text)).await {
+        let events = session.start_in(&session_id, text);
+        if let RunEnd::Completed(summary) = watch_run(&mut renderer, events).await {
             failed |= summary.failed;
         }
     }
+    // The resume hint names the session the chat ended in.
+    session.session_id = session_id;
     session.close(&args.agent).await;
     Ok(match stopped_by {
         Some(signal) => signal.exit_code(),
         None if failed => EXIT_TOOL_FAILED,
         None => EXIT_OK,
     })
+}
+
+/// What the loop does after a command.
+enum Next {
+    Prompt,
+    Leave,
+}
+
+const HELP: &str = "\
+/help         this list
+/clear        start a new session (the conversation so far stays stored)
+/tools        the tools the agent may call
+/model        the model answering
+/sessions     the stored sessions of this store
+/resume ID    go on with a stored session
+/exit         leave (also /quit, Ctrl-D)
+Any other line goes to the model.";
+
+/// Runs the chat command `command` (the line without its `/`), printing on stderr.
+async fn slash_command(
+    command: &str,
+    session: &AgentSession,
+    model_name: &str,
+    session_id: &mut String,
+) -> Next {
+    let (name, rest) = command
+        .split_once(char::is_whitespace)
+        .map_or((command, ""), |(name, rest)| (name, rest.trim()));
+    match name {
+        "exit" | "quit" => return Next::Leave,
+        "help" | "?" => eprintln!("{HELP}"),
+        "clear" | "new" => {
+            *session_id = new_session_id();
+            eprintln!("new session {session_id}");
+        }
+        "tools" => {
+            let tools = session.toolbox.registry.tool_names();
+            eprintln!("{} tools: {}", tools.len(), tools.join(", "));
+        }
+        "model" => eprintln!("model: {}", toolbelt::visible(model_name)),
+        "sessions" => match session.runner.sessions().list_sessions(APP, USER).await {
+            Ok(ids) if ids.is_empty() => eprintln!("no stored sessions"),
+            Ok(ids) => {
+                for id in ids {
+                    let mark = if id == *session_id { " (this one)" } else { "" };
+                    eprintln!("{}{mark}", toolbelt::visible(&id));
+                }
+            }
+            Err(err) => eprintln!("toolbelt: cannot list the sessions: {err}"),
+        },
+        "resume" if rest.is_empty() => eprintln!("/resume needs a session id (see /sessions)"),
+        "resume" => match session.runner.sessions().list_sessions(APP, USER).await {
+            Ok(ids) if ids.iter().any(|id| id == rest) => {
+                *session_id = rest.to_string();
+                eprintln!("resumed session {session_id}");
+            }
+            Ok(_) => eprintln!(
+                "no stored session {}; /sessions lists them",
+                toolbelt::visible(rest)
+            ),
+            Err(err) => eprintln!("toolbelt: cannot list the sessions: {err}"),
+        },
+        _ => eprintln!(
+            "unknown command /{}; /help lists them (a message starting with / is not sent)",
+            toolbelt::visible(name)
+        ),
+    }
+    Next::Prompt
 }

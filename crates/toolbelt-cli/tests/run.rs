@@ -563,3 +563,56 @@ async fn sigint_at_the_chat_prompt_leaves_with_130() {
     .expect("chat did not leave within 30 s of SIGINT");
     assert_eq!(out.code(), Some(130));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_slash_commands_are_answered_by_chat_and_never_sent_to_the_model() {
+    let dir = project();
+    let store = dir.path().join("sessions.db");
+    let server = ScriptedServer::start([Reply::text("hi"), Reply::text("hi again")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["chat", "--session"])
+        .arg(&store)
+        .arg("--dir")
+        .arg(dir.path());
+    let typed = "/help\n/tools\n/model\n/frobnicate now\nhello\n/clear\nagain\n/sessions\n\
+                 /resume nope\n/exit\nnot sent\n";
+    let out = output(command, typed).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("/resume ID"), "/help: {stderr}");
+    let tools = stderr
+        .lines()
+        .find(|l| l.ends_with(" tools: ") || l.contains(" tools: "));
+    assert!(
+        tools.is_some_and(|l| l.contains("Read") && l.contains("Grep")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("model: "), "{stderr}");
+    assert!(stderr.contains("unknown command /frobnicate"), "{stderr}");
+    assert!(stderr.contains("no stored session nope"), "{stderr}");
+
+    // Two messages reached the model, each in its own session: /clear began a new one.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    let sent = |i: usize| requests[i].body["messages"].to_string();
+    assert!(
+        sent(0).contains("hello") && !sent(0).contains("/help") && !sent(0).contains("frobnicate"),
+        "{}",
+        sent(0)
+    );
+    assert!(
+        sent(1).contains("again") && !sent(1).contains("hello"),
+        "{}",
+        sent(1)
+    );
+    // /sessions listed both, the current one marked; /exit left before "not sent".
+    let listed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains('-') && !l.contains(' ') || l.ends_with(" (this one)"))
+        .collect();
+    assert_eq!(listed.len(), 2, "{stderr}");
+    assert!(!sent(1).contains("not sent"));
+}
