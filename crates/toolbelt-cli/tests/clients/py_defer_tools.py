@@ -69,6 +69,7 @@ async def names(session):
 
 
 async def main():
+    global REPORTED
     changed = asyncio.Event()
 
     async def on_message(message):
@@ -91,7 +92,23 @@ async def main():
         if TRANSPORT == "http":
             async with connect() as other:
                 report["other_session"] = await names(other)
-    print(json.dumps(report))
+        # Printed before the connection closes: see the end of this file.
+        print(json.dumps(report), flush=True)
+        REPORTED = True
 
 
-asyncio.run(main())
+REPORTED = False
+
+try:
+    asyncio.run(main())
+except BaseExceptionGroup as group:
+    # mcp 1.30's stdio_client fails its exit with BrokenResourceError when the server writes
+    # while the client closes (python-sdk issue 1960: its reader is mid-send when the stream
+    # is closed). serve may send a notification then (its own list_changed, or one it
+    # relays from an aggregated server); CI saw this once on 2026-12-06. Once every check has run and the report is out, that race is
+    # the SDK's shutdown and not a failure; anything else still is.
+    import anyio
+
+    _, rest = group.split(anyio.BrokenResourceError)
+    if not (REPORTED and rest is None):
+        raise
