@@ -12,15 +12,20 @@
 //!   `enum` of strings for `const`, `nullable` for a `null` type, `$ref` inlined (recursion
 //!   cut with a note), no `additionalProperties`, `patternProperties`, `allOf`; what is
 //!   dropped is stated in the description.
-//! - **Anthropic**: `input_schema` as written (its root always an object).
+//! - **Anthropic**: `input_schema` as written below the root; the root is one object (a
+//!   root `allOf` merged).
 //! - **Freeform tools** ([`Declaration::freeform`]): the Responses API gets a `custom` tool
 //!   with the grammar, and the text the model writes comes back as `{argument: text}`; every
 //!   other dialect gets the JSON schema.
 //!
 //! A name a provider refuses (a `.` for OpenAI and Anthropic, a leading digit or `-` for
 //! Gemini) is rewritten, kept unique, and mapped back on the call ([`WireTools::original`]).
-//! A schema is never refused: what cannot be expressed is simplified and explained, so one
-//! tool (an MCP server's, say) cannot make every request of a run fail.
+//! Every dialect wants the arguments as one object: a root `anyOf`/`oneOf` of objects (the
+//! usual "either `path` or `url`") is joined into one, its alternatives stated in the
+//! description. What cannot be expressed is simplified and explained; a tool whose
+//! arguments cannot be one object at all is left out. Each rename and each tool left out
+//! is a line of [`WireTools::warnings`], which the agent shows as a warning event: one tool
+//! (an MCP server's, say) never makes every request of a run fail.
 
 use std::collections::{HashMap, HashSet};
 
@@ -86,7 +91,7 @@ pub struct WireTools {
     pub tools: Vec<Value>,
     /// Wire name → declared name, for the names that were rewritten.
     renamed: HashMap<String, String>,
-    /// What was simplified or left out, one line each.
+    /// Each tool renamed or left out, one line each (what a warning event says).
     pub warnings: Vec<String>,
     /// Wire name → the argument that receives the text, for tools declared freeform.
     freeform: HashMap<String, String>,
@@ -121,6 +126,11 @@ pub fn wire_tools(dialect: ToolDialect, declarations: &[Declaration]) -> WireToo
         let declared = declaration.name.as_str();
         let name = unique_name(dialect, declared, &mut taken);
         if name != declared {
+            out.warnings.push(format!(
+                "tool {declared} is sent to {} as {name}: the provider refuses the name \
+                 as written (calls to {name} run {declared})",
+                dialect.as_str()
+            ));
             out.renamed.insert(name.clone(), declared.to_string());
         }
         let description = declaration.description.as_str();
@@ -134,33 +144,37 @@ pub fn wire_tools(dialect: ToolDialect, declarations: &[Declaration]) -> WireToo
             continue;
         }
         let schema = Value::Object(declaration.input_schema.clone());
-        let tool = match dialect {
-            ToolDialect::OpenAi => json!({"type": "function", "function": {
-                "name": name, "description": description, "parameters": schema}}),
-            ToolDialect::OpenAiStrict => {
-                let (parameters, notes) = strict_schema(&schema);
+        let shaped = match dialect {
+            ToolDialect::OpenAi => Ok(json!({"type": "function", "function": {
+                "name": name, "description": description, "parameters": schema}})),
+            ToolDialect::OpenAiStrict => strict_schema(&schema).map(|(parameters, notes)| {
                 json!({"type": "function", "function": {"name": name,
                     "description": with_notes(description, &notes),
                     "parameters": parameters, "strict": true}})
-            }
-            ToolDialect::OpenAiResponses => {
-                let (parameters, notes) = strict_schema(&schema);
+            }),
+            ToolDialect::OpenAiResponses => strict_schema(&schema).map(|(parameters, notes)| {
                 json!({"type": "function", "name": name,
                     "description": with_notes(description, &notes),
                     "parameters": parameters, "strict": true})
-            }
-            ToolDialect::Anthropic => {
-                let mut schema = declaration.input_schema.clone();
-                schema.insert("type".into(), json!("object"));
-                json!({"name": name, "description": description, "input_schema": schema})
-            }
-            ToolDialect::Gemini => {
-                let (parameters, notes) = gemini_schema(&schema);
+            }),
+            ToolDialect::Anthropic => anthropic_schema(&schema).map(|(schema, notes)| {
+                json!({"name": name, "description": with_notes(description, &notes),
+                    "input_schema": schema})
+            }),
+            ToolDialect::Gemini => gemini_schema(&schema).map(|(parameters, notes)| {
                 json!({"name": name, "description": with_notes(description, &notes),
                     "parameters": parameters})
-            }
+            }),
         };
-        out.tools.push(tool);
+        match shaped {
+            Ok(tool) => out.tools.push(tool),
+            // Sent with an empty schema the tool could only ever be called without
+            // arguments: leaving it out is the honest choice, said once per request.
+            Err(why) => out.warnings.push(format!(
+                "tool {declared} is left out of requests to {}: {why}",
+                dialect.as_str()
+            )),
+        }
     }
     out
 }
@@ -280,17 +294,143 @@ const STRICT_KEPT: &[&str] = &[
     "anyOf",
 ];
 
-/// A schema strict mode accepts, and the notes of what it could not keep.
-pub(crate) fn strict_schema(schema: &Value) -> (Value, Vec<String>) {
+/// A schema strict mode accepts, and the notes of what it could not keep; an error saying
+/// why when the arguments cannot be described as one object.
+pub(crate) fn strict_schema(schema: &Value) -> Result<(Value, Vec<String>), String> {
     let mut notes = Vec::new();
-    let mut out = strict_node(schema, schema, 0, "", &mut notes);
+    let schema = join_root_alternatives(schema, &mut notes);
+    let out = strict_node(&schema, &schema, 0, "", &mut notes);
     // The root must be a plain object schema.
     if out.get("type") != Some(&json!("object")) || out.get("anyOf").is_some() {
-        notes.push("the arguments' schema was not a plain object and was relaxed".into());
-        out = json!({"type": "object", "properties": {}, "required": [],
-                     "additionalProperties": false});
+        return Err(not_an_object(&schema));
     }
-    (out, notes)
+    Ok((out, notes))
+}
+
+/// A schema Anthropic accepts: its own as written below the root, whose root must be an
+/// object without `anyOf`, `oneOf` or `allOf` (the API refuses them "at the top level"),
+/// so alternatives are joined and an `allOf` merged, with notes.
+pub(crate) fn anthropic_schema(schema: &Value) -> Result<(Value, Vec<String>), String> {
+    let mut notes = Vec::new();
+    let joined = join_root_alternatives(schema, &mut notes);
+    let Value::Object(mut root) = joined.clone() else {
+        return Err(not_an_object(schema));
+    };
+    merge_all_of(&mut root, &joined, &mut notes, "");
+    if root.get("type").is_some_and(|t| t != "object")
+        || ["anyOf", "oneOf", "allOf"]
+            .iter()
+            .any(|k| root.contains_key(*k))
+    {
+        return Err(not_an_object(schema));
+    }
+    root.insert("type".into(), json!("object"));
+    Ok((Value::Object(root), notes))
+}
+
+/// Why a root schema cannot be sent (what providers require of it).
+fn not_an_object(schema: &Value) -> String {
+    format!(
+        "its arguments' schema {} is not one object, which the provider requires",
+        compact(schema)
+    )
+}
+
+/// A root `anyOf`/`oneOf` of object alternatives (the usual way to say "either `path` or
+/// `url`") joined into one object, since providers want a plain object at the root: every
+/// alternative's properties, required only what all of them require, and a note naming the
+/// alternatives. Anything else comes back as it was.
+fn join_root_alternatives(schema: &Value, notes: &mut Vec<String>) -> Value {
+    let Some(root) = schema.as_object() else {
+        return schema.clone();
+    };
+    let Some((key, Value::Array(alternatives))) = ["anyOf", "oneOf"]
+        .into_iter()
+        .find_map(|k| root.get(k).map(|v| (k, v)))
+    else {
+        return schema.clone();
+    };
+    let resolved: Vec<&Map<String, Value>> = alternatives
+        .iter()
+        .filter_map(
+            |alternative| match alternative.get("$ref").and_then(Value::as_str) {
+                Some(reference) => resolve(schema, reference),
+                None => Some(alternative),
+            },
+        )
+        .filter_map(Value::as_object)
+        .filter(|a| {
+            a.get("type").is_none_or(|t| t == "object")
+                && (a.contains_key("properties") || a.contains_key("required"))
+        })
+        .collect();
+    if resolved.is_empty() || resolved.len() != alternatives.len() {
+        return schema.clone();
+    }
+    let names = |value: Option<&Value>| -> Vec<String> {
+        value
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut joined = root.clone();
+    joined.remove(key);
+    joined.insert("type".into(), json!("object"));
+    let mut properties = root
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut required = names(root.get("required"));
+    let mut shared: Option<Vec<String>> = None;
+    let mut shown = Vec::new();
+    for alternative in &resolved {
+        if let Some(own) = alternative.get("properties").and_then(Value::as_object) {
+            for (name, property) in own {
+                properties
+                    .entry(name.clone())
+                    .or_insert_with(|| property.clone());
+            }
+        }
+        let needs = names(alternative.get("required"));
+        // An alternative that requires nothing is named by its properties.
+        let keys: Vec<String> = if needs.is_empty() {
+            alternative
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default()
+        } else {
+            needs.clone()
+        };
+        shown.push(format!("({})", keys.join(", ")));
+        shared = Some(match shared {
+            None => needs,
+            Some(before) => before.into_iter().filter(|n| needs.contains(n)).collect(),
+        });
+    }
+    for name in shared.unwrap_or_default() {
+        if !required.contains(&name) {
+            required.push(name);
+        }
+    }
+    joined.insert("properties".into(), Value::Object(properties));
+    joined.insert("required".into(), json!(required));
+    let which = if key == "oneOf" {
+        "exactly one"
+    } else {
+        "at least one"
+    };
+    notes.push(format!(
+        "give the arguments of {which} of these sets: {}",
+        shown.join(" or ")
+    ));
+    Value::Object(joined)
 }
 
 fn strict_node(
@@ -545,15 +685,16 @@ const GEMINI_KEPT: &[&str] = &[
     "title",
 ];
 
-/// A schema in Gemini's subset, and the notes of what it could not keep.
-pub(crate) fn gemini_schema(schema: &Value) -> (Value, Vec<String>) {
+/// A schema in Gemini's subset, and the notes of what it could not keep; an error saying
+/// why when the arguments cannot be described as one object.
+pub(crate) fn gemini_schema(schema: &Value) -> Result<(Value, Vec<String>), String> {
     let mut notes = Vec::new();
-    let mut out = gemini_node(schema, schema, 0, "", &mut notes);
+    let schema = join_root_alternatives(schema, &mut notes);
+    let out = gemini_node(&schema, &schema, 0, "", &mut notes);
     if out.get("type") != Some(&json!("OBJECT")) {
-        notes.push("the arguments' schema was not a plain object and was relaxed".into());
-        out = json!({"type": "OBJECT", "properties": {}});
+        return Err(not_an_object(&schema));
     }
-    (out, notes)
+    Ok((out, notes))
 }
 
 fn gemini_type(name: &str) -> Option<&'static str> {
@@ -832,7 +973,7 @@ mod tests {
             "limit": {"type": "integer", "minimum": 1},
             "mode": {"oneOf": [{"const": "a"}, {"const": "b"}]}},
             "required": ["path"]});
-        let (out, notes) = strict_schema(&schema);
+        let (out, notes) = strict_schema(&schema).unwrap();
         assert_eq!(out["required"], json!(["limit", "mode", "path"]));
         assert_eq!(out["additionalProperties"], json!(false));
         assert_eq!(
@@ -852,7 +993,7 @@ mod tests {
             "properties": {"child": {"$ref": "#/$defs/node"}, "v": {"type": ["string", "null"]}}}},
             "properties": {"root": {"$ref": "#/$defs/node"}, "k": {"const": "x"},
             "extra": {"type": "object", "patternProperties": {"^a": {"type": "string"}}}}});
-        let (out, notes) = gemini_schema(&schema);
+        let (out, notes) = gemini_schema(&schema).unwrap();
         let text = out.to_string();
         assert!(!text.contains("$ref") && !text.contains("const") && !text.contains("pattern"));
         assert_eq!(out["properties"]["k"]["enum"], json!(["x"]));

@@ -416,6 +416,7 @@ fn sse_responses(
                 message: Some(message),
                 finish_reason: self.finish_reason.take(),
                 usage: self.usage.take(),
+                warnings: Vec::new(),
             }))
         }
 

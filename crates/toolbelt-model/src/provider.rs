@@ -157,7 +157,7 @@ impl ProviderModel {
     async fn start(&self, request: Request) -> Result<ResponseStream, ModelError> {
         let tools = Arc::new(wire_tools(self.provider.tool_dialect(), &request.tools));
         for warning in &tools.warnings {
-            tracing::warn!(provider = %self.provider, %warning, "tool declaration simplified");
+            tracing::warn!(provider = %self.provider, %warning, "tool declaration changed");
         }
         let images = self.http.config.accepts_images;
         let body =
@@ -241,6 +241,11 @@ impl Fixer {
     fn apply(&self, response: &mut Response) {
         for fragment in &mut response.delta.tool_calls {
             self.delta(fragment);
+        }
+        if !response.partial {
+            response
+                .warnings
+                .extend(self.tools.warnings.iter().cloned());
         }
         let Some(message) = &mut response.message else {
             return;

@@ -135,6 +135,11 @@ pub struct Response {
     /// Tokens used (final response, when the provider reports it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What the client changed to get this answer, one line each (final response): a tool
+    /// renamed or left out for the provider, a turn moved on to the next model of
+    /// a [`FallbackModel`](crate::FallbackModel). The agent shows each as a warning event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Response {

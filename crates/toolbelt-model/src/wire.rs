@@ -315,6 +315,7 @@ pub(crate) fn parse_completion(body: &str) -> Result<Response, ModelError> {
         finish_reason: choice.finish_reason.as_deref().map(FinishReason::parse),
         message: Some(message),
         usage: completion.usage.map(WireUsage::into_usage),
+        warnings: Vec::new(),
     })
 }
 

@@ -1,5 +1,5 @@
 //! Schemas that are hard to translate (`$ref` and `$defs`, recursion, `allOf`, `type`
-//! arrays, `patternProperties`, `oneOf` and `const`) shaped for each dialect, checked by
+//! arrays, `patternProperties`, `oneOf` and `const`, a root `oneOf`) shaped for each dialect, checked by
 //! the providers' own Python packages (tests/peers/check_declarations.py: google-genai's
 //! `FunctionDeclaration`, the OpenAI SDK's strict-schema pass).
 //!
@@ -58,6 +58,13 @@ fn hard_declarations() -> Vec<Declaration> {
             "format": {"type": "string", "format": "uri", "pattern": "^https://"}}}),
         ),
         ("weird.name-1", json!({"type": "object", "properties": {}})),
+        (
+            "either",
+            json!({"type": "object", "properties": {"limit": {"type": "integer"}},
+            "oneOf": [
+                {"properties": {"path": {"type": "string"}}, "required": ["path"]},
+                {"properties": {"url": {"type": "string", "format": "uri"}}, "required": ["url"]}]}),
+        ),
     ];
     schemas
         .into_iter()
@@ -106,7 +113,7 @@ fn hard_schemas_pass_the_providers_own_packages_in_every_dialect() {
     );
     assert_eq!(out.status.code(), Some(0), "{report}");
     assert!(
-        report.contains("checked 21 declarations, 0 failures"),
+        report.contains("checked 24 declarations, 0 failures"),
         "{report}"
     );
 }
@@ -130,6 +137,79 @@ fn what_a_schema_cannot_say_is_stated_in_the_description() {
         "{mode}"
     );
     assert_eq!(strict.original("weird_name-1"), "weird.name-1");
+}
+
+#[test]
+fn a_root_one_of_becomes_one_object_with_its_alternatives_stated() {
+    for dialect in [
+        ToolDialect::OpenAiStrict,
+        ToolDialect::Anthropic,
+        ToolDialect::Gemini,
+    ] {
+        let wire = wire_tools(dialect, &hard_declarations());
+        let either = wire
+            .tools
+            .iter()
+            .find(|t| t["name"] == "either" || t["function"]["name"] == "either")
+            .unwrap();
+        let text = either.to_string();
+        assert!(!text.contains("oneOf"), "{dialect:?}: {text}");
+        assert!(
+            text.contains("exactly one of these sets: (path) or (url)"),
+            "{dialect:?}: {text}"
+        );
+        for property in ["path", "url", "limit"] {
+            assert!(
+                text.contains(&format!("\"{property}\"")),
+                "{dialect:?}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_tool_whose_arguments_cannot_be_one_object_is_left_out_with_a_warning() {
+    let declarations = vec![
+        Declaration::new("fs.read", "Reads").unwrap(),
+        Declaration::new("word", "Takes one string")
+            .unwrap()
+            .with_input_schema(json!({"type": "string"}))
+            .unwrap(),
+        Declaration::new("mixed", "An object or a list")
+            .unwrap()
+            .with_input_schema(json!({"anyOf": [{"type": "object"}, {"type": "array"}]}))
+            .unwrap(),
+    ];
+    for dialect in [
+        ToolDialect::OpenAiStrict,
+        ToolDialect::OpenAiResponses,
+        ToolDialect::Anthropic,
+        ToolDialect::Gemini,
+    ] {
+        let wire = wire_tools(dialect, &declarations);
+        assert_eq!(wire.tools.len(), 1, "{dialect:?}: only fs.read goes out");
+        let left_out: Vec<_> = wire
+            .warnings
+            .iter()
+            .filter(|w| w.contains("is left out"))
+            .collect();
+        assert_eq!(left_out.len(), 2, "{dialect:?}: {:?}", wire.warnings);
+        assert!(
+            left_out[0].starts_with("tool word is left out"),
+            "{left_out:?}"
+        );
+        assert!(left_out[0].contains("not one object"), "{left_out:?}");
+        let renamed = wire.warnings.iter().find(|w| w.contains("is sent to"));
+        match dialect {
+            // Gemini allows a `.` in a name.
+            ToolDialect::Gemini => assert!(renamed.is_none(), "{:?}", wire.warnings),
+            _ => assert!(
+                renamed.is_some_and(|w| w.contains("fs.read") && w.contains("fs_read")),
+                "{dialect:?}: {:?}",
+                wire.warnings
+            ),
+        }
+    }
 }
 
 #[test]

@@ -215,6 +215,7 @@ pub(crate) fn parse(value: &Value) -> Result<Response, ModelError> {
             .and_then(Value::as_str)
             .map(finish_reason),
         usage: Some(usage(u64_at(u, "input_tokens"), u64_at(u, "output_tokens"))),
+        warnings: Vec::new(),
     })
 }
 
@@ -390,6 +391,7 @@ impl Decoder for StreamDecoder {
             message: Some(message_of(&self.blocks)),
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: Some(usage(self.input_tokens, self.output_tokens)),
+            warnings: Vec::new(),
         })
     }
 }

@@ -338,6 +338,7 @@ impl Answer {
             message: Some(message),
             finish_reason: finish,
             usage: self.usage.take(),
+            warnings: Vec::new(),
         })
     }
 }

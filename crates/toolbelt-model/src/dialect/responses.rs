@@ -263,6 +263,7 @@ pub(crate) fn parse(value: &Value, tools: &WireTools) -> Result<Response, ModelE
                 .as_u64()
                 .unwrap_or(prompt + completion),
         }),
+        warnings: Vec::new(),
     })
 }
 

@@ -344,6 +344,15 @@ fn anthropic_problem(headers: &HeaderMap, body: &Value, issued: &Issued) -> Opti
         if tool["input_schema"]["type"] != "object" {
             return bad(format!("{at}input_schema.type: Input should be 'object'"));
         }
+        if ["oneOf", "anyOf", "allOf"]
+            .iter()
+            .any(|k| tool["input_schema"].get(*k).is_some())
+        {
+            return bad(format!(
+                "{at}custom.input_schema: input_schema does not support oneOf, allOf, or \
+                 anyOf at the top level"
+            ));
+        }
     }
     let messages = body["messages"].as_array()?;
     if messages.first().is_some_and(|m| m["role"] != "user") {
