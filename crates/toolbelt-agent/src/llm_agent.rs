@@ -618,11 +618,12 @@ impl LlmAgent {
         inv: &Invocation,
         callbacks: &Active,
         mut request: Request,
+        warned: &mut HashSet<String>,
     ) -> Result<Option<TurnCalls>, AgentError> {
         let answered = callbacks.before_model(inv, &mut request).await?;
         let (mut message, finish_reason, usage) = match answered {
             Some(message) => (message, None, None),
-            None => match self.generate(inv, request).await? {
+            None => match self.generate(inv, request, warned).await? {
                 Some(response) => response,
                 None => return Ok(None),
             },
@@ -667,6 +668,7 @@ impl LlmAgent {
         &self,
         inv: &Invocation,
         request: Request,
+        warned: &mut HashSet<String>,
     ) -> Result<Option<(Message, Option<FinishReason>, Option<Usage>)>, AgentError> {
         // Waiting for the first byte can take long (retries honour `Retry-After`), so it
         // is cancellable like the stream itself.
@@ -703,6 +705,15 @@ impl LlmAgent {
                     }
                 }
                 Some(Ok(response)) => last = Some(response),
+            }
+        }
+        // What the client changed to get the answer (a tool renamed or left out, a move to
+        // the next model): each said once per run, since most repeat on every turn.
+        for message in last.iter().flat_map(|r| &r.warnings) {
+            if warned.insert(message.clone()) {
+                let message = message.clone();
+                inv.emit(inv.new_event(EventKind::Warning { message }))
+                    .await?;
             }
         }
         let Some(response) = last.and_then(|r| {
@@ -945,9 +956,13 @@ impl LlmAgent {
                 .await?;
         }
         let mut tool_turns = 0;
+        let mut warned = HashSet::new();
         loop {
             let request = self.request(inv, &tools).await?;
-            let Some(calls) = self.call_model(inv, callbacks, request).await? else {
+            let Some(calls) = self
+                .call_model(inv, callbacks, request, &mut warned)
+                .await?
+            else {
                 return Ok(());
             };
             if calls.to_run.is_empty() {

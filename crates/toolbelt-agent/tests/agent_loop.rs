@@ -1180,3 +1180,55 @@ async fn a_cancelled_run_stops_its_tools_and_still_ends_with_run_completed() {
         "no model call after the cancellation"
     );
 }
+
+#[tokio::test]
+async fn a_renamed_tool_is_one_warning_event_for_the_whole_run() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "calc_multiply", r#"{"a":2,"b":3}"#),
+        Reply::tool_call("call_2", "calc_multiply", r#"{"a":6,"b":7}"#),
+        Reply::text("42"),
+    ])
+    .await
+    .unwrap();
+    let config =
+        toolbelt_model::OpenAiConfig::new(server.base_url(), "claude-x").with_api_key("a-key");
+    let model = toolbelt_model::connect(toolbelt_model::Provider::Anthropic, config).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let tool = FunctionTool::new(
+        "calc.multiply",
+        "Multiplies two numbers",
+        move |_ctx: ToolContext, f: Factors| {
+            let calls = counted.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(f.a * f.b)
+            }
+        },
+    )
+    .unwrap();
+    let agent = toolbelt_agent::LlmAgent::builder("calc")
+        .model_arc(model)
+        .tool(tool)
+        .build()
+        .unwrap();
+    let runner = Runner::new("app", Arc::new(agent));
+    let events = run(&runner, "s1", "2 × 3, then 6 × 7?", RunOptions::new()).await;
+    no_errors(&events);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "calls to the wire name ran the tool"
+    );
+    let warnings: Vec<String> = of(&events, "warning")
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 1, "once, not once per turn: {warnings:?}");
+    assert!(
+        warnings[0].contains("calc.multiply") && warnings[0].contains("calc_multiply"),
+        "{warnings:?}"
+    );
+    assert_eq!(server.requests().len(), 3);
+    assert!(server.requests()[0].path.ends_with("/messages"));
+}

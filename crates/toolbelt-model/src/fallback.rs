@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 
 use crate::{DynModel, Model, ModelError, Request, ResponseStream};
 
@@ -17,12 +18,42 @@ pub struct FallbackNotice {
     pub error: String,
 }
 
+impl std::fmt::Display for FallbackNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "model {} failed ({}); this turn goes on with {}",
+            self.from, self.error, self.to
+        )
+    }
+}
+
+/// `stream` with `warnings` added to its final response, ahead of the model's own.
+fn with_warnings(stream: ResponseStream, warnings: Vec<String>) -> ResponseStream {
+    if warnings.is_empty() {
+        return stream;
+    }
+    stream
+        .map(move |item| {
+            item.map(|mut response| {
+                if !response.partial {
+                    let own = std::mem::take(&mut response.warnings);
+                    response.warnings = warnings.iter().cloned().chain(own).collect();
+                }
+                response
+            })
+        })
+        .boxed()
+}
+
 /// Hears of each move to the next model (to show a user, or to record as an event).
 pub type FallbackObserver = Arc<dyn Fn(&FallbackNotice) + Send + Sync>;
 
 /// Models tried in order: when one fails with a retryable error
 /// ([`ModelError::is_retryable`]: 429, 5xx, Anthropic's 529, timeouts, lost connections)
-/// after its own retries, the turn goes to the next, with a warning; any other error (a
+/// after its own retries, the turn goes to the next, and the answer's
+/// [`Response::warnings`](crate::Response::warnings) say so (the agent shows them as warning
+/// events; [`FallbackModel::with_observer`] hears of each move as it happens); any other error (a
 /// refused request, a bad key) is returned at once, since the next model would be sent the
 /// same request. Only failures before the answer starts move on: once deltas were yielded
 /// the caller has seen them, and a broken stream is its error.
@@ -75,9 +106,10 @@ impl Model for FallbackModel {
 
     async fn generate(&self, request: Request) -> Result<ResponseStream, ModelError> {
         let (last, rest) = self.models.split_last().expect("at least one model");
+        let mut moves = Vec::new();
         for (i, model) in rest.iter().enumerate() {
             match model.generate(request.clone()).await {
-                Ok(stream) => return Ok(stream),
+                Ok(stream) => return Ok(with_warnings(stream, moves)),
                 Err(error) if error.is_retryable() => {
                     let notice = FallbackNotice {
                         from: model.name().to_string(),
@@ -89,10 +121,11 @@ impl Model for FallbackModel {
                     if let Some(observer) = &self.observer {
                         observer(&notice);
                     }
+                    moves.push(notice.to_string());
                 }
                 Err(error) => return Err(error),
             }
         }
-        last.generate(request).await
+        Ok(with_warnings(last.generate(request).await?, moves))
     }
 }

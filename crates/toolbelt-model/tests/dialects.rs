@@ -631,6 +631,14 @@ async fn a_fallback_chain_moves_a_retryable_failure_to_the_next_provider() {
         .await
         .unwrap();
     let response = stream.next().await.unwrap().unwrap();
+    assert_eq!(response.warnings.len(), 1, "{:?}", response.warnings);
+    assert!(
+        response.warnings[0].starts_with("model scripted-model failed")
+            && response.warnings[0].contains("429")
+            && response.warnings[0].ends_with("this turn goes on with scripted-model"),
+        "the answer says the turn moved on: {:?}",
+        response.warnings
+    );
     assert_eq!(response.message.unwrap().content, "from gemini");
     assert_eq!(
         busy.requests().len(),
