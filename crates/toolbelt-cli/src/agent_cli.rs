@@ -214,15 +214,9 @@ fn connected(args: &AgentArgs, model: &OpenAiModel) -> Result<DynModel, CliError
         let config = entry_config(args, provider, Some(name))?;
         models.push(toolbelt::model::connect(provider, config).map_err(usage)?);
     }
-    let chain = FallbackModel::new(models)
-        .map_err(usage)?
-        .with_observer(Arc::new(|n| {
-            eprintln!(
-                "toolbelt: warning: model {} failed ({}); this turn goes on with {}",
-                n.from, n.error, n.to
-            );
-        }));
-    Ok(Arc::new(chain))
+    // Each move to the next model reaches the run as a warning event (the response's
+    // `warnings`), which every output format shows.
+    Ok(Arc::new(FallbackModel::new(models).map_err(usage)?))
 }
 
 /// `--model` (or TOOLBELT_MODEL) as `provider:model` entries separated by commas; an entry
@@ -285,12 +279,23 @@ fn entry_config(
         .clone()
         .filter(|_| provider_from(args).is_ok_and(|p| p == provider));
     let base_url = flag.or_else(|| var(base_url_variable(provider)));
-    let base_url = match provider {
-        // A key alone means OpenAI's endpoint (OpenAiConfig::from_values).
-        Provider::OpenAi => base_url,
-        other => Some(base_url.unwrap_or_else(|| other.default_base_url().to_string())),
-    };
     let key = var(provider.key_variable());
+    let base_url = match (provider, base_url) {
+        // A key alone means OpenAI's endpoint (OpenAiConfig::from_values).
+        (Provider::OpenAi, base_url) => base_url,
+        (_, Some(base_url)) => Some(base_url),
+        // The provider's own endpoint refuses every request without a key: say which
+        // variable holds it before the first request, not after a 401.
+        (other, None) if key.is_none() => {
+            return Err(CliError::usage(format!(
+                "no API key for {other}: set {} (or --base-url, or {}, for a server that \
+                 needs none)",
+                other.key_variable(),
+                base_url_variable(other)
+            )));
+        }
+        (other, None) => Some(other.default_base_url().to_string()),
+    };
     let mut config = OpenAiConfig::from_values(base_url, key, model).map_err(|e| match e {
         ModelError::NotConfigured { missing } => CliError::usage(not_configured(&missing)),
         other => CliError::usage(other.to_string()),

@@ -113,11 +113,43 @@ async fn several_models_fall_back_to_the_next_on_a_retryable_failure() {
     assert_eq!(text(&out.stdout), "answered by the fallback\n");
     assert_eq!(busy.requests().len(), 2, "the first model's retry budget");
     assert!(busy.requests()[0].body["model"] == "claude-x");
-    assert!(
-        stderr.contains("model claude-x failed") && stderr.contains("gemini-y"),
-        "{stderr}"
+    assert_eq!(
+        stderr.matches("warning: model claude-x failed").count(),
+        1,
+        "one warning event for the move: {stderr}"
     );
+    assert!(stderr.contains("goes on with gemini-y"), "{stderr}");
     assert!(ok.requests()[0].path.contains("gemini-y"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_without_its_key_is_a_usage_error_naming_the_variable() {
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("never asked")])
+        .await
+        .unwrap();
+    for provider in [
+        Provider::OpenAiResponses,
+        Provider::Anthropic,
+        Provider::Gemini,
+    ] {
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .env_remove(provider.key_variable())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("GOOGLE_GEMINI_BASE_URL")
+            .args(["run", "hi", "--provider", provider.as_str()]);
+        let out = output(command, "").await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{provider}: {stderr}");
+        assert!(
+            stderr.contains(&format!("no API key for {provider}"))
+                && stderr.contains(provider.key_variable()),
+            "{provider}: {stderr}"
+        );
+    }
+    assert!(server.requests().is_empty(), "no request went out");
 }
 
 #[tokio::test(flavor = "multi_thread")]
