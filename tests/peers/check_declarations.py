@@ -8,11 +8,15 @@ naming each tool that fails, when:
   schema (it adds what strict mode requires), or an object lacks additionalProperties: false
   or does not list every property in required;
 - openai-responses, a freeform (custom) tool: it is not the SDK's CustomToolParam (checked
-  with pydantic, unknown keys refused), or its format is not a Lark or regex grammar.
+  with pydantic, unknown keys refused), or its format is not a Lark or regex grammar;
+- anthropic: the rules the Messages API states and enforces (its SDK's ToolParam types do
+  not validate): a name matching ^[a-zA-Z0-9_-]{1,128}$, only the keys a custom tool takes,
+  an input_schema of type object without oneOf, anyOf or allOf at the top level.
 """
 
 import copy
 import json
+import re
 import sys
 
 import pydantic
@@ -32,6 +36,22 @@ def custom_problems(tool):
     grammar = tool.get("format", {})
     if grammar.get("type") != "grammar" or not grammar.get("definition", "").strip():
         problems.append(f"format is not a grammar: {grammar}")
+    return problems
+
+
+ANTHROPIC_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+ANTHROPIC_KEYS = {"name", "description", "input_schema", "cache_control", "type"}
+
+
+def anthropic_problems(tool):
+    problems = [f"unknown key {key}" for key in tool if key not in ANTHROPIC_KEYS]
+    if not ANTHROPIC_NAME.match(tool.get("name", "")):
+        problems.append("name does not match ^[a-zA-Z0-9_-]{1,128}$")
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        problems.append("input_schema.type is not object")
+    else:
+        problems += [f"input_schema has {k} at the top level" for k in ("oneOf", "anyOf", "allOf") if k in schema]
     return problems
 
 
@@ -79,6 +99,9 @@ def main():
                 failures.append(f"{dialect} {function['name']}: the SDK's strict pass changes it:\n  {json.dumps(schema)}\n  {json.dumps(again)}")
             failures += [f"{dialect} {function['name']}: {p}" for p in strict_problems(schema)]
             checked += 1
+    for tool in dialects.get("anthropic", []):
+        failures += [f"anthropic {tool.get('name')}: {p}" for p in anthropic_problems(tool)]
+        checked += 1
     for failure in failures:
         print(failure)
     print(f"checked {checked} declarations, {len(failures)} failures")

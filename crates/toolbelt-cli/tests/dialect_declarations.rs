@@ -1,9 +1,12 @@
 //! `toolbelt tools list --json --dialect …` prints the `tools` array each provider's request
 //! carries, and every built-in tool's declaration passes the providers' own Python packages:
 //! google-genai's `FunctionDeclaration` (it forbids fields outside Gemini's schema subset) and
-//! the OpenAI SDK's strict-schema pass (it must find nothing to add).
+//! the OpenAI SDK's strict-schema pass (it must find nothing to add); Anthropic's by the rules
+//! its API enforces. So do the tools of two real MCP servers, `server-everything` from npm
+//! and the Python SDK fixture server, shaped by the same code on their way to a model.
 //!
-//! Needs the venv tests/peers/.venv with `google-genai` and `openai`; fails loudly without.
+//! Needs the venv tests/peers/.venv with `google-genai` and `openai`, and the npm peers;
+//! fails loudly without.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,18 +22,42 @@ fn peers() -> PathBuf {
 
 fn listing(dialect: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolbelt"))
-        .current_dir(dir.path())
-        .args(["tools", "list", "--json", "--dialect", dialect])
-        .output()
-        .expect("run toolbelt");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    listing_with(dialect, dir.path(), &[]).0
+}
+
+/// `toolbelt tools list --json [--dialect D] EXTRA…` in `dir`: the JSON and the stderr.
+fn listing_with(dialect: &str, dir: &std::path::Path, extra: &[&str]) -> (Value, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolbelt"));
+    command.current_dir(dir).args(["tools", "list", "--json"]);
+    if !dialect.is_empty() {
+        command.args(["--dialect", dialect]);
+    }
+    let out = command.args(extra).output().expect("run toolbelt");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json = serde_json::from_slice(&out.stdout).expect("the listing is JSON");
+    (json, stderr)
+}
+
+/// An `mcpServers` file in `dir` with server-everything (stdio) and the Python SDK fixture
+/// server.
+fn real_servers(dir: &std::path::Path) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let everything =
+        root.join("tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.is_file(),
+        "no {}; install it with `cd tests/peers && npm ci`",
+        everything.display()
     );
-    serde_json::from_slice(&out.stdout).expect("the listing is JSON")
+    let fixture = root.join("crates/toolbelt-mcp/tests/fixtures/py_server.py");
+    let config = json!({"mcpServers": {
+        "everything": {"command": "node", "args": [everything, "stdio"]},
+        "py": {"command": toolbelt_testkit::python(), "args": [fixture, "stdio"]},
+    }});
+    let path = dir.join("mcp.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path.display().to_string()
 }
 
 /// Runs tests/peers/check_declarations.py on `{dialect: [tool, …]}`: exit code and report.
@@ -112,10 +139,54 @@ fn every_built_in_declaration_passes_the_providers_own_packages() {
         "gemini": gemini,
         "openai-strict": listing("openai-strict"),
         "openai-responses": listing("openai-responses"),
+        "anthropic": listing("anthropic"),
     });
     let (code, report) = check(&dialects);
     assert_eq!(code, Some(0), "{report}");
     assert!(report.contains(", 0 failures"), "{report}");
+}
+
+#[test]
+fn the_tools_of_real_mcp_servers_pass_in_every_dialect() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = real_servers(dir.path());
+    let extra = ["--mcp-config", config.as_str()];
+    let (plain, _) = listing_with("", dir.path(), &extra);
+    let names: Vec<&str> = plain
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for tool in ["echo", "weather"] {
+        assert!(
+            names.iter().any(|n| n.ends_with(tool)),
+            "{tool} from the servers: {names:?}"
+        );
+    }
+    let mut dialects = serde_json::Map::new();
+    for dialect in ["gemini", "openai-strict", "openai-responses", "anthropic"] {
+        let (mut tools, stderr) = listing_with(dialect, dir.path(), &extra);
+        if dialect == "gemini" {
+            tools = tools[0]["functionDeclarations"].take();
+        }
+        assert!(!stderr.contains("left out"), "{dialect}: {stderr}");
+        assert_eq!(
+            tools.as_array().unwrap().len(),
+            names.len(),
+            "{dialect}: every tool goes out"
+        );
+        dialects.insert(dialect.into(), tools);
+    }
+    let (code, report) = check(&Value::Object(dialects));
+    assert_eq!(code, Some(0), "{report}");
+    assert!(
+        report.contains(&format!(
+            "checked {} declarations, 0 failures",
+            names.len() * 4
+        )),
+        "{report}"
+    );
 }
 
 #[test]
@@ -145,4 +216,17 @@ fn the_checker_refuses_what_the_providers_refuse() {
         "{report}"
     );
     assert!(report.contains("openai-responses q:"), "{report}");
+    // Anthropic: a dotted name, and alternatives at the top level of input_schema.
+    let dialects = json!({"anthropic": [
+        {"name": "fs.read", "input_schema": {"type": "object"}},
+        {"name": "either", "input_schema": {"type": "object",
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+    ]});
+    let (code, report) = check(&dialects);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(report.contains("anthropic fs.read: name"), "{report}");
+    assert!(
+        report.contains("anthropic either: input_schema has oneOf"),
+        "{report}"
+    );
 }
