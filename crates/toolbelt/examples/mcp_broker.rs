@@ -64,15 +64,14 @@ async fn model_calls(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Some(entry) = everything_entry() else {
-        println!(
-            "server-everything is not installed; run `cd tests/peers && npm ci` (or set \
-             TOOLBELT_EVERYTHING_JS) and try again."
+        return Err(
+            "server-everything is not installed; run `cd tests/peers && npm ci` (or \
+                    set TOOLBELT_EVERYTHING_JS) and try again"
+                .into(),
         );
-        return Ok(());
     };
     if !node_works() {
-        println!("`node` is not on PATH; install Node.js to run this example.");
-        return Ok(());
+        return Err("`node` is not on PATH; install Node.js to run this example".into());
     }
 
     let broker = McpBroker::builder()
