@@ -16,6 +16,10 @@
 //!   aggregation of its answer).
 //! - `eight_parallel_100ms_tools`: one run in which the model asks for 8 calls of a tool that
 //!   sleeps 100 ms, then answers; goal under 150 ms.
+//! - `agent_turn_dialect/{provider}/{mode}`: `model_call_only` and `run_text_answer` for
+//!   each wire format (chat completions, Responses, Anthropic Messages, Gemini) against the
+//!   scripted server's route for it, in one run: the framework overhead per turn of each
+//!   dialect side by side (`cargo bench -p toolbelt-agent --bench turn -- dialect`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +30,9 @@ use futures::StreamExt;
 use toolbelt_agent::{AgentTool, LlmAgent, RunOptions, Runner};
 use toolbelt_core::{DynTool, FunctionTool, Tool, ToolContext, ToolError};
 use toolbelt_model::testing::{RecordedRequest, Reply, ScriptedServer};
-use toolbelt_model::{GenerationConfig, Message, Model, OpenAiConfig, OpenAiModel, Request};
+use toolbelt_model::{
+    DynModel, GenerationConfig, Message, Model, OpenAiConfig, OpenAiModel, Provider, Request,
+};
 
 /// Arguments of the benchmark tools.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -218,5 +224,68 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// A client of `provider` on the scripted server's route for its wire format.
+fn provider_model(server: &ScriptedServer, provider: Provider) -> DynModel {
+    let config = OpenAiConfig::new(server.base_url_for(provider), "bench").with_api_key("k");
+    toolbelt_model::connect(provider, config).expect("model")
+}
+
+/// Framework overhead per turn for each dialect: the model call alone and a whole run with
+/// a text answer, every provider in the same process and on the same server.
+fn bench_dialects(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sessions = AtomicU64::new(0);
+    let server = rt
+        .block_on(ScriptedServer::start_with(responder("instant", 0)))
+        .expect("server");
+    for provider in [
+        Provider::OpenAi,
+        Provider::OpenAiResponses,
+        Provider::Anthropic,
+        Provider::Gemini,
+    ] {
+        for stream in [false, true] {
+            let mode = if stream { "streaming" } else { "non_streaming" };
+            let mut group = c.benchmark_group(format!("agent_turn_dialect/{provider}/{mode}"));
+            group.measurement_time(Duration::from_secs(3));
+            let config = GenerationConfig {
+                stream,
+                ..GenerationConfig::default()
+            };
+            let model = provider_model(&server, provider);
+            let request = Request::new(vec![
+                Message::system("You are a benchmark."),
+                Message::user("What is the answer?"),
+            ])
+            .with_tools(tools().iter().map(|t| t.declaration().clone()).collect())
+            .with_config(config.clone());
+            group.bench_function("model_call_only", |b| {
+                b.to_async(&rt).iter(|| async {
+                    let mut responses = model.generate(request.clone()).await.expect("call");
+                    while let Some(response) = responses.next().await {
+                        response.expect("response");
+                    }
+                })
+            });
+            let agent = LlmAgent::builder("bench")
+                .instruction("You are a benchmark.")
+                .model_arc(model.clone())
+                .tools(tools())
+                .generation_config(config)
+                .build()
+                .expect("agent");
+            let runner = Runner::new("bench", Arc::new(agent));
+            group.bench_function("run_text_answer", |b| {
+                b.to_async(&rt).iter(|| one_run(&runner, &sessions))
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, bench, bench_dialects);
 criterion_main!(benches);
