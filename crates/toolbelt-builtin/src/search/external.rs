@@ -12,7 +12,9 @@
 //! (the kernel refuses it) and is counted as skipped. Every path `fd` lists is checked again
 //! by the confined resolver, so a link to a file outside is not listed either. The search
 //! root is a path already resolved by the confined resolver. Where Landlock is unavailable,
-//! [`ExternalSearch::detect`] refuses to build the backend.
+//! [`ExternalSearch::detect`] refuses to build the backend. Each child is started and ended
+//! by `toolbelt-process`, the one owner of child processes: a search whose caller stops
+//! waiting ends the child's whole tree.
 //!
 //! Limits: the children cannot read ignore files above the base or the global git excludes
 //! file, so they are told not to (`--no-ignore-parent`, `--no-ignore-global`); where such
@@ -28,12 +30,12 @@
 //! only inside a git repository.
 
 use std::ffi::OsString;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use landlock::{
@@ -41,6 +43,8 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
 };
 use rustix::fs::OFlags;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use toolbelt_process::{Contain, Containment, ExitOutcome, PreExec};
 
 use super::{
     GlobQuery, GlobResults, GrepOutputMode, GrepQuery, GrepResults, SearchBackend, SearchError,
@@ -141,11 +145,14 @@ impl ExternalSearch {
 
     /// Makes `command` run under the read jail: reads beneath the base and of the loader's
     /// files only, no writes.
-    fn confine(&self, command: &mut Command) -> Result<(), SearchError> {
+    /// The hook that puts a child in the read jail before `exec`.
+    fn confine(&self) -> Result<PreExec, SearchError> {
         let ruleset = read_jail(&self.base, &self.loader_files)
             .map_err(|e| SearchError::Unavailable(format!("cannot confine the search: {e}")))?;
         let mut ruleset = Some(ruleset);
-        let hook = move || -> io::Result<()> {
+        // Only prctl and the Landlock system calls on a ruleset built before the fork (as
+        // the shell sandbox does): nothing allocated on success.
+        Ok(Box::new(move || -> io::Result<()> {
             let ruleset = ruleset
                 .take()
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -153,13 +160,63 @@ impl ExternalSearch {
                 Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
                 _ => Err(io::Error::from_raw_os_error(libc::EPERM)),
             }
+        }))
+    }
+
+    /// Runs `command` (rg or fd) jailed and contained, giving each line of its stdout to
+    /// `line` as it arrives; its stderr and how it ended. Every process it started is gone
+    /// when this returns, and also when the caller stops waiting (a timeout, a cancelled
+    /// call): dropping the future drops the child's [`toolbelt_process::Contained`], which
+    /// ends its whole tree, so a child blocked for good (a FIFO swapped into the tree
+    /// mid-search) never outlives the call.
+    async fn run_child(
+        &self,
+        mut command: tokio::process::Command,
+        mut line: impl FnMut(&[u8]),
+    ) -> io::Result<(ExitOutcome, String)> {
+        command
+            .current_dir(&self.base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let hook = self
+            .confine()
+            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
+        let mut child = Contain::new(Containment::Auto)
+            .pre_exec(hook)
+            .spawn(command)?;
+        let stdout = child.take_stdout();
+        let stderr = child.take_stderr();
+        // Both pipes at once, so a chatty stderr never blocks the child on a full pipe.
+        let read_stderr = async move {
+            let mut text = String::new();
+            if let Some(stderr) = stderr {
+                let mut bytes = Vec::new();
+                let _ = BufReader::new(stderr).read_to_end(&mut bytes).await;
+                text = String::from_utf8_lossy(&bytes).into_owned();
+            }
+            text
         };
-        // SAFETY: the hook only calls prctl and the Landlock system calls on a ruleset built
-        // before the fork (as the shell sandbox does); it allocates nothing on success.
-        unsafe {
-            command.pre_exec(hook);
-        }
-        Ok(())
+        let read_stdout = async move {
+            let Some(stdout) = stdout else {
+                return Ok::<(), io::Error>(());
+            };
+            let mut reader = BufReader::new(stdout);
+            let mut buffer = Vec::new();
+            loop {
+                buffer.clear();
+                if reader.read_until(b'\n', &mut buffer).await? == 0 {
+                    return Ok(());
+                }
+                line(buffer.strip_suffix(b"\n").unwrap_or(&buffer));
+            }
+        };
+        let (read, stderr) = tokio::join!(read_stdout, read_stderr);
+        read?;
+        let outcome = child.wait().await?;
+        // rg and fd start no programs of their own; anything left would still go here.
+        child.kill_leftovers(Duration::ZERO).await;
+        Ok((outcome, stderr))
     }
 
     /// The `rg` program in use.
@@ -239,11 +296,7 @@ impl ExternalSearch {
         args
     }
 
-    fn grep_blocking(
-        &self,
-        query: &GrepQuery,
-        guard: &ChildGuard,
-    ) -> Result<GrepResults, SearchError> {
+    async fn grep_child(&self, query: &GrepQuery) -> Result<GrepResults, SearchError> {
         // Same regex front end as the in-process backend: identical errors, before any spawn.
         super::local::build_matcher(query)?;
         if let Some(glob) = &query.glob {
@@ -263,55 +316,20 @@ impl ExternalSearch {
                 skipped_outside: 0,
             });
         }
-        let mut command = Command::new(&self.rg);
-        command
-            .args(self.rg_args(query))
-            .current_dir(&self.base)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        self.confine(&mut command)?;
-        let mut child = guard
-            .spawn(&mut command)
-            .map_err(|e| SearchError::Unavailable(format!("cannot run rg: {e}")))?;
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        // Drain stderr on its own thread so a chatty rg never blocks on a full pipe.
-        let stderr_reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut stderr) = stderr {
-                let _ = stderr.read_to_string(&mut text);
-            }
-            text
-        });
+        let mut command = tokio::process::Command::new(&self.rg);
+        command.args(self.rg_args(query));
         let mut lines = Vec::new();
         let mut total = 0usize;
         let end = query.head_limit.map(|l| query.offset.saturating_add(l));
-        if let Some(stdout) = stdout {
-            let mut reader = BufReader::new(stdout);
-            let mut buffer = Vec::new();
-            loop {
-                buffer.clear();
-                match reader.read_until(b'\n', &mut buffer) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        return Err(SearchError::Failed(format!("reading rg output: {e}")));
-                    }
-                }
+        let (status, stderr) = self
+            .run_child(command, |line| {
                 if total >= query.offset && end.is_none_or(|end| total < end) {
-                    let line = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
                     lines.push(String::from_utf8_lossy(line).into_owned());
                 }
                 total += 1;
-            }
-        }
-        let status = child
-            .wait()
-            .map_err(|e| SearchError::Failed(format!("waiting for rg: {e}")))?;
-        let stderr = stderr_reader.join().unwrap_or_default();
+            })
+            .await
+            .map_err(|e| SearchError::Unavailable(format!("cannot run rg: {e}")))?;
         // Per-file refusals: what the jail denied (symlinks pointing outside the base).
         let skipped_outside = stderr
             .lines()
@@ -319,7 +337,7 @@ impl ExternalSearch {
             .count();
         // rg exits 1 for "no match" and 2 for errors; with output, errors were per file.
         let other_errors = other_errors(&stderr);
-        if status.code() == Some(2) && total == 0 && other_errors {
+        if status.code == Some(2) && total == 0 && other_errors {
             return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
         Ok(GrepResults {
@@ -329,11 +347,7 @@ impl ExternalSearch {
         })
     }
 
-    fn glob_blocking(
-        &self,
-        query: &GlobQuery,
-        guard: &ChildGuard,
-    ) -> Result<GlobResults, SearchError> {
+    async fn glob_child(&self, query: GlobQuery) -> Result<GlobResults, SearchError> {
         let fd = self.fd.as_ref().ok_or_else(|| {
             SearchError::Unavailable(
                 "fd is not installed (install fd-find, for example `apt-get install fd-find`)"
@@ -352,26 +366,23 @@ impl ExternalSearch {
                 skipped_outside: 0,
             });
         }
-        let mut command = Command::new(&fd.path);
-        command
-            .args([
-                "--glob",
-                "--full-path",
-                // fd's default "smart case" turns insensitive when the whole pattern,
-                // base path included, is lowercase; Glob is always case-sensitive.
-                "--case-sensitive",
-                "--type",
-                "f",
-                "--hidden",
-                "--color",
-                "never",
-                "--follow",
-                "--no-ignore-parent",
-                // Refusals by the jail are counted from these messages.
-                "--show-errors",
-            ])
-            .current_dir(&self.base)
-            .stdin(Stdio::null());
+        let mut command = tokio::process::Command::new(&fd.path);
+        command.args([
+            "--glob",
+            "--full-path",
+            // fd's default "smart case" turns insensitive when the whole pattern,
+            // base path included, is lowercase; Glob is always case-sensitive.
+            "--case-sensitive",
+            "--type",
+            "f",
+            "--hidden",
+            "--color",
+            "never",
+            "--follow",
+            "--no-ignore-parent",
+            // Refusals by the jail are counted from these messages.
+            "--show-errors",
+        ]);
         if fd.no_require_git {
             command.arg("--no-require-git");
         }
@@ -387,26 +398,37 @@ impl ExternalSearch {
             query.pattern
         );
         command.arg("--").arg(full_pattern).arg(&query.root);
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        self.confine(&mut command)?;
-        let output = guard
-            .spawn(&mut command)
-            .and_then(|child| child.wait_with_output())
+        let mut listed: Vec<Vec<u8>> = Vec::new();
+        let (status, stderr) = self
+            .run_child(command, |line| {
+                if !line.is_empty() {
+                    listed.push(line.to_vec());
+                }
+            })
+            .await
             .map_err(|e| SearchError::Unavailable(format!("cannot run fd: {e}")))?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let mut skipped_outside = stderr
+        let skipped = stderr
             .lines()
             .filter(|l| l.contains(PERMISSION_DENIED))
             .count();
-        let other_errors = other_errors(&stderr);
-        if !output.status.success() && other_errors {
+        if !status.success() && other_errors(&stderr) {
             return Err(SearchError::Failed(super::short_message(stderr.trim())));
         }
+        // One open per path: on a large tree, work for a blocking thread.
+        let this = self.clone();
+        super::run_blocking(move || this.keep_listed(listed, skipped, query.limit)).await
+    }
+
+    /// The paths `fd` listed that the confined resolver opens, sorted, relative to the
+    /// base, cut at `limit`; `skipped` counts those refused already.
+    fn keep_listed(
+        &self,
+        listed: Vec<Vec<u8>>,
+        mut skipped_outside: usize,
+        limit: Option<usize>,
+    ) -> Result<GlobResults, SearchError> {
         let mut paths: Vec<String> = Vec::new();
-        for line in output.stdout.split(|b| *b == b'\n') {
-            if line.is_empty() {
-                continue;
-            }
+        for line in &listed {
             let path = Path::new(std::ffi::OsStr::from_bytes(line));
             // fd lists a symlink by its own name without reading it: the rule decides.
             match self.confinement.open(path, OFlags::PATH) {
@@ -422,7 +444,7 @@ impl ExternalSearch {
         }
         paths.sort();
         let total = paths.len();
-        if let Some(limit) = query.limit {
+        if let Some(limit) = limit {
             paths.truncate(limit);
         }
         Ok(GlobResults {
@@ -539,70 +561,11 @@ impl SearchBackend for ExternalSearch {
     }
 
     async fn grep(&self, query: GrepQuery) -> Result<GrepResults, SearchError> {
-        let this = self.clone();
-        let guard = ChildGuard::default();
-        let _kill_if_abandoned = guard.kill_on_drop();
-        super::run_blocking(move || this.grep_blocking(&query, &guard)).await
+        self.grep_child(&query).await
     }
 
     async fn glob(&self, query: GlobQuery) -> Result<GlobResults, SearchError> {
-        let this = self.clone();
-        let guard = ChildGuard::default();
-        let _kill_if_abandoned = guard.kill_on_drop();
-        super::run_blocking(move || this.glob_blocking(&query, &guard)).await
-    }
-}
-
-/// Ends the `rg`/`fd` child of a search whose caller stopped waiting (a timeout, a cancelled
-/// call). The search runs on a blocking thread that the caller's cancellation cannot reach,
-/// and a child can block for good (a FIFO swapped into the tree mid-search), so without this
-/// it would outlive the call. The child is signalled through a pidfd, which names that one
-/// process even after it was reaped, so a recycled pid is never hit.
-#[derive(Debug, Clone, Default)]
-struct ChildGuard(Arc<std::sync::Mutex<ChildSlot>>);
-
-#[derive(Debug, Default)]
-struct ChildSlot {
-    abandoned: bool,
-    pidfd: Option<std::os::fd::OwnedFd>,
-}
-
-impl ChildGuard {
-    /// Spawns `command`, killing the child at once if the caller already left.
-    fn spawn(&self, command: &mut Command) -> io::Result<std::process::Child> {
-        let child = command.spawn()?;
-        let pid = rustix::process::Pid::from_child(&child);
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
-        if slot.abandoned {
-            slot.kill();
-        }
-        Ok(child)
-    }
-
-    /// A value that kills the child (if any, and still running) when dropped.
-    fn kill_on_drop(&self) -> KillOnDrop {
-        KillOnDrop(self.clone())
-    }
-}
-
-/// Kills the guarded child when dropped: held by the future the caller awaits.
-struct KillOnDrop(ChildGuard);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let mut slot = self.0.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.abandoned = true;
-        slot.kill();
-    }
-}
-
-impl ChildSlot {
-    fn kill(&self) {
-        if let Some(pidfd) = &self.pidfd {
-            // ESRCH once the child has exited: nothing to do.
-            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
-        }
+        self.glob_child(query).await
     }
 }
 
@@ -610,38 +573,93 @@ impl ChildSlot {
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_abandoned_search_kills_its_child() {
-        let guard = ChildGuard::default();
-        let kill_if_abandoned = guard.kill_on_drop();
-        let mut child = guard
-            .spawn(Command::new("sleep").arg("300").stdin(Stdio::null()))
-            .expect("sleep runs");
-        drop(kill_if_abandoned);
-        let status = child.wait().expect("the child is reaped");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    fn alive(pid: u32) -> bool {
+        // A zombie is as good as gone: it runs nothing.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
     }
 
-    #[test]
-    fn a_child_spawned_after_the_caller_left_is_killed_at_once() {
-        let guard = ChildGuard::default();
-        drop(guard.kill_on_drop());
-        let mut child = guard
-            .spawn(Command::new("sleep").arg("300").stdin(Stdio::null()))
-            .expect("sleep runs");
-        let status = child.wait().expect("the child is reaped");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    /// Where `program` is (a path is taken as it is).
+    fn which(program: &str) -> PathBuf {
+        if program.starts_with('/') {
+            return PathBuf::from(program);
+        }
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(program))
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| panic!("{program} is not on PATH (apt-get install util-linux)"))
     }
 
-    #[test]
-    fn a_finished_search_leaves_nothing_to_kill() {
-        let guard = ChildGuard::default();
-        let kill_if_abandoned = guard.kill_on_drop();
-        let mut child = guard.spawn(&mut Command::new("true")).expect("true runs");
-        assert!(child.wait().expect("reaped").success());
-        // The pidfd still names the reaped child: the signal goes nowhere else.
-        drop(kill_if_abandoned);
+    /// The pid of the process whose command line ends with `wanted`, once it runs.
+    async fn started(wanted: &str) -> u32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .find(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.ends_with(wanted.as_bytes()))
+                });
+            if let Some(pid) = found {
+                return pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{wanted:?} never started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A search whose caller stopped waiting ends its child and what the child started, a
+    /// `setsid` escapee included (rg and fd start nothing, but the promise is the owner's).
+    #[tokio::test]
+    async fn an_abandoned_search_leaves_no_process() {
+        let base = tempfile::tempdir().unwrap();
+        let Ok(search) = ExternalSearch::detect(base.path()) else {
+            panic!("rg and Landlock are needed here: install ripgrep (apt-get install ripgrep)");
+        };
+        // The jail lets the child write nothing, so the escapee is found by its unique
+        // argument instead of a pid file.
+        let unique = format!("300.{}", std::process::id());
+        // The jail lets the child read only the base and rg's libraries (libc among
+        // them), and exec needs to read the program: so the programs are copied in.
+        let bin = base.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        for (name, program) in [("sh", "/bin/sh"), ("setsid", "setsid"), ("sleep", "sleep")] {
+            let path = which(program);
+            std::fs::copy(&path, bin.join(name)).unwrap();
+        }
+        let mut command = tokio::process::Command::new(bin.join("sh"));
+        command
+            .env("PATH", &bin)
+            .arg("-c")
+            .arg(format!("setsid -f sleep {unique}; exec sleep 301"));
+        let wanted = format!("sleep\0{unique}\0");
+        // Boxed, so that dropping it below drops the future itself.
+        let mut run = Box::pin(search.run_child(command, |_| {}));
+        let escapee = tokio::select! {
+            ended = &mut run => panic!("the child ended by itself: {ended:?}"),
+            pid = started(&wanted) => pid,
+        };
+        // The caller stops waiting.
+        drop(run);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive(escapee) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            !alive(escapee),
+            "the setsid escapee {escapee} outlived the search: {:?} {:?}",
+            std::fs::read_to_string(format!("/proc/{escapee}/stat")),
+            std::fs::read_to_string(format!("/proc/{escapee}/cgroup"))
+        );
     }
 }
