@@ -183,6 +183,30 @@ pub fn is_transient_io(kind: io::ErrorKind) -> bool {
     )
 }
 
+/// `error` and its sources on one line, `: ` between them, a source left out when the text
+/// before already says it. HTTP and database clients name only the outer layer ("error
+/// sending request"); the sources say why ("connection refused"). The one place Toolbelt
+/// turns an error chain into text.
+///
+/// ```
+/// let io = std::io::Error::new(std::io::ErrorKind::Other, "connection refused");
+/// let outer = std::io::Error::new(std::io::ErrorKind::Other, io);
+/// assert_eq!(toolbelt_core::error_chain(&outer), "connection refused");
+/// ```
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,7 +93,7 @@ pub use declaration::{
     Declaration, FreeformInput, ToolMeta, empty_object_schema, required_properties,
 };
 pub use env::{EnvPolicy, Inherit};
-pub use error::{BoxError, ToolError, is_transient_io};
+pub use error::{BoxError, ToolError, error_chain, is_transient_io};
 pub use filter::{FilteredToolSet, ToolFilter, ToolSetExt};
 pub use function::{FunctionTool, StreamingFunctionTool, decode_args};
 pub use name::{MAX_TOOL_NAME_LEN, ToolName};

@@ -189,14 +189,7 @@ impl Http {
         }
         // The source chain says why (connection refused, DNS, TLS); the top level alone
         // only says "error sending request".
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        ModelError::Transport(message)
+        ModelError::Transport(toolbelt_core::error_chain(error))
     }
 }
 

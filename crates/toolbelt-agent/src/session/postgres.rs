@@ -92,13 +92,7 @@ fn db_error(error: tokio_postgres::Error) -> AgentError {
         Some(db) => pg_error(format!("{}: {}", db.code().code(), db.message())),
         None => {
             // "error connecting to server" alone does not say why: add the causes.
-            let mut text = error.to_string();
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            pg_error(text)
+            pg_error(toolbelt_core::error_chain(&error))
         }
     }
 }

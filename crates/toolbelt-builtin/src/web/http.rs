@@ -69,20 +69,7 @@ pub(crate) fn decode_text(bytes: &[u8], charset: Option<&str>) -> String {
     encoding.decode(bytes).0.into_owned()
 }
 
-/// An error and its sources on one line (reqwest's own message names only the outer layer).
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text
-}
+pub(crate) use toolbelt_core::error_chain;
 
 /// Turns a reqwest error into the matching [`ToolError`]: a refused address is a rejection,
 /// a timeout a timeout, a connection failure transient, anything else a failure.

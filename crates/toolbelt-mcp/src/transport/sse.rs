@@ -175,20 +175,7 @@ pub(crate) async fn connect(
     })
 }
 
-/// A reqwest error with its causes, which carry the useful part ("connection refused").
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use toolbelt_core::error_chain;
 
 impl Transport<RoleClient> for SseTransport {
     type Error = SseTransportError;

@@ -255,18 +255,15 @@ fn quote(text: &str) -> String {
 
 /// A transport error with its causes (reqwest's top-level message alone says little).
 fn describe(error: &reqwest::Error) -> String {
-    let mut text = if error.is_timeout() {
-        "request timed out".to_owned()
+    let what = if error.is_timeout() {
+        "request timed out"
     } else if error.is_connect() {
-        "cannot connect".to_owned()
+        "cannot connect"
     } else {
-        error.to_string()
+        return toolbelt_core::error_chain(error);
     };
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+    match std::error::Error::source(error) {
+        Some(cause) => format!("{what}: {}", toolbelt_core::error_chain(cause)),
+        None => what.to_owned(),
     }
-    text
 }
