@@ -97,15 +97,11 @@ async fn round_trip(set: McpToolSet, served: &Served) {
 }
 
 async fn wait_for_pid(path: &std::path::Path) -> u32 {
-    for _ in 0..600 {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && let Ok(pid) = text.trim().parse()
-        {
-            return pid;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{} never appeared", path.display());
+    let what = format!("{}", path.display());
+    toolbelt_testkit::eventually_async(what, Duration::from_secs(30), || {
+        toolbelt_testkit::pids_in(path, 1)
+    })
+    .await[0]
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn toolbelt(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolbelt"));
@@ -374,24 +374,18 @@ fn terminating_a_call_kills_the_commands_it_started() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert!(!status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(sleeper) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!alive(sleeper), "sleep {sleeper} outlived the command");
+    assert!(
+        toolbelt_testkit::wait_until_gone(sleeper as u32, Duration::from_secs(10)),
+        "sleep {sleeper} outlived the command"
+    );
 }
 
 fn wait_for_pid(path: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && let Ok(pid) = text.trim().parse()
-        {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "the command never wrote its pid");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let pids =
+        toolbelt_testkit::eventually("the command's pid file", Duration::from_secs(20), || {
+            toolbelt_testkit::pids_in(path, 1)
+        });
+    pids[0] as i32
 }
 
 /// Whether `pid` is a live process (a zombie counts as gone: it no longer runs).

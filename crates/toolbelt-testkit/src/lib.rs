@@ -41,6 +41,71 @@ pub fn wait_until_gone(pid: u32, limit: Duration) -> bool {
     }
 }
 
+/// How often [`eventually`] and [`eventually_async`] look again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Looks at `probe` every 20 ms until it gives a value, for at most `limit`, and returns
+/// it; past the limit, panics saying `what` never happened. For what another process does
+/// in its own time (writes a pid file, starts listening). Blocks the thread: in an async
+/// test whose runtime must keep running something else meanwhile, use [`eventually_async`].
+///
+/// ```
+/// use std::time::Duration;
+/// let mut tries = 0;
+/// let n = toolbelt_testkit::eventually("the third try", Duration::from_secs(5), || {
+///     tries += 1;
+///     (tries == 3).then_some(tries)
+/// });
+/// assert_eq!(n, 3);
+/// ```
+pub fn eventually<T>(
+    what: impl std::fmt::Display,
+    limit: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened ({limit:?})"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// [`eventually`] for async tests: sleeps on the runtime between looks.
+pub async fn eventually_async<T>(
+    what: impl std::fmt::Display,
+    limit: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened ({limit:?})"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The pids written to `path`, one per line, once it holds at least `count` of them (a
+/// probe for [`eventually`]); a file still being written yields `None`.
+pub fn pids_in(path: &Path, count: usize) -> Option<Vec<u32>> {
+    let pids: Vec<u32> = std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    (pids.len() >= count.max(1)).then_some(pids)
+}
+
 /// The lost-update check of the concurrent-Edit attack tests: each result is
 /// `(line, reported_done, message)` for an Edit that changed `line {line}` into
 /// `line {line} EDITED`. Every Edit reported as done must be in `file`; every other one must

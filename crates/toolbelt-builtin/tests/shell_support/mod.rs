@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use toolbelt_builtin::shell::{ShellConfig, ShellTools};
 use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
@@ -19,20 +19,7 @@ pub fn wait_until_gone(pid: u32) -> bool {
 
 /// Waits (bounded) for a pid file written by a test command and reads it.
 pub async fn read_pid_file(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && let Ok(pid) = text.trim().parse()
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} was never written",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    read_pids(path, 1).await[0]
 }
 
 /// The named tool of a shell tool set.
@@ -82,21 +69,9 @@ pub fn shell_with(
 /// Reads every pid (one per line) a test command wrote to `path`, waiting (bounded) for
 /// `count` of them.
 pub async fn read_pids(path: &Path, count: usize) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pids: Vec<u32> = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        if pids.len() >= count {
-            return pids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never held {count} pids",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("{} holding {count} pids", path.display());
+    toolbelt_testkit::eventually_async(what, Duration::from_secs(10), || {
+        toolbelt_testkit::pids_in(path, count)
+    })
+    .await
 }
