@@ -70,6 +70,7 @@
 pub mod code;
 pub mod confine;
 pub mod fs;
+pub mod permission;
 pub mod plan;
 pub mod search;
 pub mod shell;

@@ -48,6 +48,10 @@ pub struct SearchOptions {
     pub glob_include_ignored: bool,
     /// The most paths Glob returns (default 100); the rest are counted and reported.
     pub glob_limit: usize,
+    /// Paths Glob and Grep never show, as gitignore patterns relative to the base directory
+    /// ([`PermissionRules::hidden_paths`](crate::permission::PermissionRules::hidden_paths):
+    /// what a Read deny rule keeps out of searches).
+    pub hidden: Vec<String>,
 }
 
 impl Default for SearchOptions {
@@ -56,6 +60,7 @@ impl Default for SearchOptions {
             backend: None,
             glob_include_ignored: false,
             glob_limit: crate::search::glob::DEFAULT_GLOB_LIMIT,
+            hidden: Vec::new(),
         }
     }
 }
@@ -186,6 +191,14 @@ impl BuiltinOptions {
         self.files.read_state = Some(state);
         self
     }
+
+    /// Keeps Glob and Grep out of these paths (gitignore patterns relative to the base):
+    /// pass [`PermissionRules::hidden_paths`](crate::permission::PermissionRules::hidden_paths)
+    /// so a Read deny rule hides what it denies from searches too.
+    pub fn with_hidden_paths(mut self, patterns: Vec<String>) -> Self {
+        self.search.hidden = patterns;
+        self
+    }
 }
 
 /// What the tools of one set share: the resolved base directory, the backends and the
@@ -211,6 +224,8 @@ pub struct BuiltinEnv {
     pub glob_include_ignored: bool,
     /// The most paths Glob returns.
     pub glob_limit: usize,
+    /// Paths the searches never show (gitignore patterns relative to the base).
+    pub hidden: Arc<[String]>,
 }
 
 impl BuiltinEnv {
@@ -302,6 +317,7 @@ impl BuiltinToolSet {
             max_file_size: options.files.max_file_size,
             glob_include_ignored: options.search.glob_include_ignored,
             glob_limit: options.search.glob_limit,
+            hidden: options.search.hidden.clone().into(),
         };
         let mut tools = assemble(&env)?;
         let shell_sandbox = shell_sandbox(&options)?;

@@ -22,6 +22,7 @@ mod files_notebook;
 mod files_pdf;
 mod files_read;
 mod files_write_edit;
+mod permission_rules;
 mod plan_todo;
 mod result_cache;
 mod search_tools;

@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::FutureExt;
-use toolbelt_core::{DynTool, ToolContext, ToolError, ToolOutput};
+use toolbelt_core::{
+    DynTool, Permission, PermissionCheck, PermissionRequest, ToolContext, ToolError, ToolOutput,
+};
 
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, nobody_to_ask};
 use crate::artifact::{ArtifactOffload, ArtifactRef};
 use crate::batch::CallSettings;
 use crate::events::ChunkSink;
@@ -33,11 +36,13 @@ pub(crate) struct Inner {
     middleware: Vec<DynMiddleware>,
     validators: ValidatorCache,
     offload: Option<ArtifactOffload>,
+    permission: Option<Arc<dyn PermissionCheck>>,
+    approver: Option<Arc<dyn Approver>>,
     /// The lane of tools whose source knows no sets (a snapshot made from a list of tools).
     lane: Arc<Lane>,
 }
 
-/// Runs tool calls through the pipeline: resolve → repair → validate → before hooks →
+/// Runs tool calls through the pipeline: resolve → repair → validate → permission → before hooks →
 /// middleware → tool → after hooks → offload. Cheap to clone (one `Arc`).
 ///
 /// See the [crate docs](crate) for the exact order and an example.
@@ -74,6 +79,8 @@ pub struct ExecutorBuilder {
     after_for_tool: HashMap<String, Vec<DynAfter>>,
     middleware: Vec<DynMiddleware>,
     offload: Option<ArtifactOffload>,
+    permission: Option<Arc<dyn PermissionCheck>>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl std::fmt::Debug for ExecutorBuilder {
@@ -172,6 +179,20 @@ impl ExecutorBuilder {
         self
     }
 
+    /// Decides every call with `check` after validation and before hooks: a denied call
+    /// fails with [`ToolError::Rejected`] carrying the reason; a call it asks about goes to
+    /// the [`approver`](Self::approver), and is refused when there is none.
+    pub fn permissions(mut self, check: Arc<dyn PermissionCheck>) -> Self {
+        self.permission = Some(check);
+        self
+    }
+
+    /// Asks `approver` about the calls the [`permissions`](Self::permissions) ask about.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
     /// The executor.
     pub fn build(self) -> Executor {
         Executor {
@@ -185,6 +206,8 @@ impl ExecutorBuilder {
                 middleware: self.middleware,
                 validators: ValidatorCache::new(),
                 offload: self.offload,
+                permission: self.permission,
+                approver: self.approver,
                 lane: Lane::new(),
             }),
         }
@@ -241,6 +264,8 @@ impl Executor {
             config: ExecutorConfig::default(),
             before_for_tool: HashMap::new(),
             before_global: Vec::new(),
+            permission: None,
+            approver: None,
             after_global: Vec::new(),
             after_for_tool: HashMap::new(),
             middleware: Vec::new(),
@@ -374,7 +399,7 @@ impl Executor {
         }
     }
 
-    /// Steps 2 to 8 of the pipeline for a resolved tool.
+    /// Steps 2 to 9 of the pipeline for a resolved tool.
     async fn pipeline(
         &self,
         ctx: ToolContext,
@@ -387,7 +412,7 @@ impl Executor {
             return Err(ToolError::Cancelled);
         }
         let Step {
-            entry: Entry { tool, lane, .. },
+            entry: Entry { tool, lane, set },
             call,
             settings,
             chunks,
@@ -430,6 +455,12 @@ impl Executor {
 
         let work = async {
             let name = tool.name();
+            if let Some(replacement) = self
+                .permitted(&ctx, &tool, set.as_deref(), &call.id, &arguments)
+                .await?
+            {
+                arguments = replacement;
+            }
             // Before hooks: the tool's own, then global ones.
             let before = inner
                 .before_for_tool
@@ -511,6 +542,55 @@ impl Executor {
                 Ok(output)
             }
             None => Ok(output),
+        }
+    }
+
+    /// The permission step: `Ok(None)` lets the call go on as it is, `Ok(Some(arguments))`
+    /// with the arguments a person edited, `Err` refuses it.
+    async fn permitted(
+        &self,
+        ctx: &ToolContext,
+        tool: &DynTool,
+        set: Option<&str>,
+        call_id: &str,
+        arguments: &str,
+    ) -> Result<Option<Arc<str>>, ToolError> {
+        let inner = &*self.inner;
+        let Some(check) = &inner.permission else {
+            return Ok(None);
+        };
+        let declaration = tool.declaration();
+        let request = PermissionRequest {
+            declaration,
+            set,
+            arguments,
+        };
+        let reason = match check.check(&request) {
+            Permission::Allow => return Ok(None),
+            Permission::Deny(reason) => return Err(ToolError::rejected(reason)),
+            Permission::Ask(reason) => reason,
+        };
+        let Some(approver) = &inner.approver else {
+            return Err(ToolError::rejected(nobody_to_ask(&reason)));
+        };
+        let request = ApprovalRequest {
+            declaration,
+            call_id,
+            arguments,
+            reason: &reason,
+        };
+        match approver.decide(ctx, &request).await {
+            ApprovalDecision::Approve => Ok(None),
+            ApprovalDecision::Deny(message) => Err(ToolError::rejected(message)),
+            ApprovalDecision::ApproveWith(edited) => {
+                let value = parse_strict(&edited)?;
+                Ok(Some(
+                    match inner.validators.validate_without_nulls(tool, &value)? {
+                        Some(cleaned) => Arc::from(cleaned.to_string()),
+                        None => Arc::from(edited),
+                    },
+                ))
+            }
         }
     }
 }

@@ -15,20 +15,24 @@
 //!    by default), with compiled validators cached per tool. Every violation is listed with
 //!    its JSON path
 //!    ([`ToolError::SchemaViolation`](toolbelt_core::ToolError::SchemaViolation)).
-//! 4. **Tool-specific before hooks**, then **global before hooks** ([`BeforeHook`]): each
+//! 4. **Permission**, if the executor has a check ([`ExecutorBuilder::permissions`]): the
+//!    call is allowed, denied with a reason the model reads, or asked about; a call asked
+//!    about runs only when the [`Approver`] approves it (perhaps with edited arguments,
+//!    validated again), and is refused when there is no approver.
+//! 5. **Tool-specific before hooks**, then **global before hooks** ([`BeforeHook`]): each
 //!    may let the call go on, replace its arguments, answer in the tool's place, or reject it
 //!    ([`ToolError::Rejected`](toolbelt_core::ToolError::Rejected)).
-//! 5. **The lane**, for a tool not declared concurrency-safe (see below), then
+//! 6. **The lane**, for a tool not declared concurrency-safe (see below), then
 //!    **middleware** ([`Middleware`]), first added outermost: [`Timeout`], [`Retry`],
 //!    [`Audit`], [`ResultCache`] or your own.
-//! 6. **The tool** ([`Tool::call`](toolbelt_core::Tool::call); in a streamed batch,
+//! 7. **The tool** ([`Tool::call`](toolbelt_core::Tool::call); in a streamed batch,
 //!    [`Tool::call_stream`](toolbelt_core::Tool::call_stream) for a streaming tool, each
 //!    chunk forwarded as it arrives and the chunks merged into the one output the steps
 //!    around see); a panic becomes
 //!    [`ToolError::Panicked`](toolbelt_core::ToolError::Panicked).
-//! 7. **Global after hooks**, then **tool-specific after hooks** ([`AfterHook`]): each sees
+//! 8. **Global after hooks**, then **tool-specific after hooks** ([`AfterHook`]): each sees
 //!    the result or error and may replace it.
-//! 8. **Artifact offload** ([`ArtifactOffload`]): a result over the threshold (50 KiB by
+//! 9. **Artifact offload** ([`ArtifactOffload`]): a result over the threshold (50 KiB by
 //!    default) is stored; the model sees a preview and `artifact://ID`, the user the full
 //!    result, and the [`ArtifactReadTool`] reads it back.
 //!
@@ -147,6 +151,7 @@
 
 #![warn(missing_docs)]
 
+mod approval;
 mod artifact;
 mod audit;
 mod batch;
@@ -167,6 +172,7 @@ mod suggest;
 mod timeout;
 mod validate;
 
+pub use approval::{ApprovalDecision, ApprovalRequest, Approver};
 pub use artifact::{
     ARTIFACT_READ_TOOL, ARTIFACT_SCHEME, ArtifactOffload, ArtifactReadTool, ArtifactRef,
     ArtifactSlice, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_BYTES,

@@ -269,6 +269,7 @@ impl FileOps for LocalFileOps {
                 c.base(),
                 options.include_ignored,
                 None,
+                &[],
                 None,
                 global,
             )

@@ -277,6 +277,9 @@ impl ExternalSearch {
                 push(&format!("--glob={part}"));
             }
         }
+        for pattern in query.hidden.iter() {
+            push(&format!("--glob=!{pattern}"));
+        }
         for vcs in rules::VCS_FOLDERS {
             push(&format!("--glob=!{vcs}"));
         }
@@ -388,6 +391,9 @@ impl ExternalSearch {
         }
         if query.include_ignored {
             command.arg("--no-ignore");
+        }
+        for pattern in query.hidden.iter() {
+            command.arg(format!("--exclude={pattern}"));
         }
         for vcs in rules::VCS_FOLDERS {
             command.arg(format!("--exclude={vcs}"));

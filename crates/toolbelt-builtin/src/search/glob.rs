@@ -64,6 +64,7 @@ pub async fn glob(env: &BuiltinEnv, args: GlobArgs) -> ToolOutput {
         root,
         limit: Some(limit),
         include_ignored: env.glob_include_ignored,
+        hidden: env.hidden.clone(),
     };
     let results = match env.search.glob(query).await {
         Ok(results) => results,

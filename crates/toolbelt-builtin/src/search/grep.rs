@@ -131,6 +131,7 @@ pub fn query_for(env: &BuiltinEnv, args: &GrepArgs) -> Result<GrepQuery, String>
         head_limit,
         offset: args.offset.unwrap_or(0),
         include_ignored: false,
+        hidden: env.hidden.clone(),
     })
 }
 

@@ -87,6 +87,7 @@ impl LocalSearch {
         &self,
         include_ignored: bool,
         user_glob: Option<&str>,
+        hidden: &[String],
         types: Option<ignore::types::Types>,
     ) -> Result<Filters, SearchError> {
         if let Some(glob) = user_glob {
@@ -96,8 +97,15 @@ impl LocalSearch {
             .global
             .get_or_init(|| Arc::new(rules::global_excludes()))
             .clone();
-        Filters::new(self.base(), include_ignored, user_glob, types, global)
-            .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))
+        Filters::new(
+            self.base(),
+            include_ignored,
+            user_glob,
+            hidden,
+            types,
+            global,
+        )
+        .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))
     }
 }
 
@@ -272,7 +280,12 @@ fn grep(search: &LocalSearch, query: &GrepQuery) -> Result<GrepResults, SearchEr
         ),
         None => None,
     };
-    let filters = search.filters(query.include_ignored, query.glob.as_deref(), types)?;
+    let filters = search.filters(
+        query.include_ignored,
+        query.glob.as_deref(),
+        &query.hidden,
+        types,
+    )?;
     let base = search.base();
     let needed = query.head_limit.map(|l| query.offset.saturating_add(l));
     let separated = query.output_mode == GrepOutputMode::Content
@@ -353,7 +366,7 @@ fn glob(search: &LocalSearch, query: &GlobQuery) -> Result<GlobResults, SearchEr
         .build()
         .map_err(|e| SearchError::InvalidGlob(super::short_message(e)))?
         .compile_matcher();
-    let filters = search.filters(query.include_ignored, None, None)?;
+    let filters = search.filters(query.include_ignored, None, &query.hidden, None)?;
     let base = search.base();
     // The smallest `limit` paths seen so far, largest on top.
     let heap: Mutex<BinaryHeap<String>> = Mutex::new(BinaryHeap::new());

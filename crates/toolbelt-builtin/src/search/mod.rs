@@ -110,6 +110,10 @@ pub struct GrepQuery {
     pub offset: usize,
     /// Also search files excluded by ignore files.
     pub include_ignored: bool,
+    /// Paths no result may show, as gitignore patterns relative to the base directory (the
+    /// Read deny rules of the permissions): they are skipped like ignored files, even when
+    /// ignored files are included.
+    pub hidden: Arc<[String]>,
 }
 
 /// The selected results of a content search.
@@ -134,6 +138,10 @@ pub struct GlobQuery {
     pub limit: Option<usize>,
     /// Also list files excluded by ignore files.
     pub include_ignored: bool,
+    /// Paths no result may show, as gitignore patterns relative to the base directory (the
+    /// Read deny rules of the permissions): they are skipped like ignored files, even when
+    /// ignored files are included.
+    pub hidden: Arc<[String]>,
 }
 
 /// The selected results of a file-name search.

@@ -125,12 +125,13 @@ impl Filters {
         base: &Path,
         include_ignored: bool,
         user_glob: Option<&str>,
+        hidden: &[String],
         types: Option<Types>,
         global: Arc<Gitignore>,
     ) -> Result<Self, ignore::Error> {
         Ok(Self {
             respect_ignore: !include_ignored,
-            overrides: overrides(base, user_glob)?,
+            overrides: overrides(base, user_glob, hidden)?,
             types,
             global,
         })
@@ -189,13 +190,21 @@ pub(crate) fn parents_of(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The glob overrides for a search rooted at the base `base`: the user's glob (if any),
-/// then exclusions of the version-control folders (later globs take precedence, as in rg).
-pub fn overrides(base: &Path, user_glob: Option<&str>) -> Result<Override, ignore::Error> {
+/// then exclusions of the hidden paths and of the version-control folders (later globs take
+/// precedence, as in rg).
+pub fn overrides(
+    base: &Path,
+    user_glob: Option<&str>,
+    hidden: &[String],
+) -> Result<Override, ignore::Error> {
     let mut builder = OverrideBuilder::new(base);
     if let Some(glob) = user_glob {
         for part in split_user_globs(glob) {
             builder.add(&part)?;
         }
+    }
+    for pattern in hidden {
+        builder.add(&format!("!{pattern}"))?;
     }
     for vcs in VCS_FOLDERS {
         builder.add(&format!("!{vcs}"))?;

@@ -37,7 +37,7 @@
 //! ```
 
 mod output;
-mod policy;
+pub(crate) mod policy;
 mod process;
 mod sandbox;
 mod tasks;

@@ -385,13 +385,40 @@ struct RawCommand {
 /// commands nested in substitutions and subshells and those run by wrappers (`xargs rm`),
 /// `find -exec`, `bash -c` and shells reading a here-string.
 pub(crate) fn parse_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
+    Ok(simple_commands(line)?
+        .into_iter()
+        .map(|c| c.words)
+        .collect())
+}
+
+/// One simple command of a command line, as [`simple_commands`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SimpleCommand {
+    /// Its words, quotes removed (git's global options dropped).
+    pub words: Vec<String>,
+    /// It only runs the commands that follow it in the list, which are checked themselves,
+    /// and does nothing else worth a rule of its own: `env X=1`, `timeout 5`, `nice`,
+    /// `nohup`, `time`, `bash -c '…'`, `eval`. Privilege changes (`sudo`), `xargs` and
+    /// `find -exec` are not: they change what runs or as whom.
+    pub only_runs_others: bool,
+}
+
+/// Wrappers that change nothing about the command they run but its timing, priority or
+/// environment, so an allow rule for that command covers them.
+const PLAIN_WRAPPERS: &[&str] = &[
+    "env", "timeout", "nice", "nohup", "time", "stdbuf", "ionice", "command", "builtin", "exec",
+    "setsid", "unbuffer", "taskset", "chrt", "flock",
+];
+
+/// [`parse_commands`], saying of each command whether it only runs the others.
+pub(crate) fn simple_commands(line: &str) -> Result<Vec<SimpleCommand>, String> {
     let mut out = Vec::new();
     expand_line(line, &mut out, 0)?;
     Ok(out)
 }
 
 /// Parses a command line and expands each of its simple commands into `out`.
-fn expand_line(line: &str, out: &mut Vec<Vec<String>>, depth: usize) -> Result<(), String> {
+fn expand_line(line: &str, out: &mut Vec<SimpleCommand>, depth: usize) -> Result<(), String> {
     if depth > 8 {
         return Err("commands are nested too deeply".into());
     }
@@ -427,7 +454,7 @@ fn static_text<'w>(word: &'w Word, what: &str) -> Result<&'w str, String> {
 /// one simple command.
 fn expand_command(
     command: RawCommand,
-    out: &mut Vec<Vec<String>>,
+    out: &mut Vec<SimpleCommand>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 8 {
@@ -453,12 +480,18 @@ fn expand_command(
     }
     let base = name.rsplit('/').next().unwrap_or(name);
     let args = &rest[1..];
-    if base == "git" {
-        out.push(git_command(name, args)?);
+    let at = out.len();
+    let words = if base == "git" {
+        git_command(name, args)?
     } else {
-        out.push(rest.iter().map(|w| w.text.clone()).collect());
-    }
-    let inner = |words: &[Word], out: &mut Vec<Vec<String>>| {
+        rest.iter().map(|w| w.text.clone()).collect()
+    };
+    out.push(SimpleCommand {
+        words,
+        only_runs_others: false,
+    });
+    let plain = PLAIN_WRAPPERS.contains(&base);
+    let inner = |words: &[Word], out: &mut Vec<SimpleCommand>| {
         expand_command(
             RawCommand {
                 words: words.to_vec(),
@@ -477,10 +510,14 @@ fn expand_command(
                     .collect::<Result<_, _>>()?;
                 expand_line(&text.join(" "), out, depth + 1)?;
             }
-            Wrapped::Command(words) => inner(words, out)?,
+            Wrapped::Command(words) => {
+                inner(words, out)?;
+                out[at].only_runs_others = plain;
+            }
             Wrapped::Script(script) => {
                 let script = static_text(script, &format!("the command given to {base}"))?;
                 expand_line(script, out, depth + 1)?;
+                out[at].only_runs_others = plain;
             }
             Wrapped::Shell => shell_stdin(base, &command.stdin, out, depth)?,
             Wrapped::Nothing => {}
@@ -506,6 +543,7 @@ fn expand_command(
             ShellInput::Script(script) => {
                 let script = static_text(script, &format!("the script given to {base}"))?;
                 expand_line(script, out, depth + 1)?;
+                out[at].only_runs_others = true;
             }
             ShellInput::Stdin => shell_stdin(base, &command.stdin, out, depth)?,
             // A script file: what it runs is not on the command line.
@@ -517,6 +555,7 @@ fn expand_command(
             .map(|w| static_text(w, "the command given to eval"))
             .collect::<Result<_, _>>()?;
         expand_line(&text.join(" "), out, depth + 1)?;
+        out[at].only_runs_others = true;
     }
     Ok(())
 }
@@ -688,7 +727,7 @@ fn shell_input(args: &[Word]) -> Result<ShellInput<'_>, String> {
 fn shell_stdin(
     shell: &str,
     stdin: &Stdin,
-    out: &mut Vec<Vec<String>>,
+    out: &mut Vec<SimpleCommand>,
     depth: usize,
 ) -> Result<(), String> {
     match stdin {

@@ -16,7 +16,7 @@
 //!   before it stay changed, as with Codex, and the result lists exactly which they are.
 
 mod apply;
-mod parse;
+pub(crate) mod parse;
 
 use std::path::PathBuf;
 use std::sync::Arc;
