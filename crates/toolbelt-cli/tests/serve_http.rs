@@ -173,3 +173,125 @@ async def main():
 
 anyio.run(main)
 "#;
+
+/// The session id in a response head.
+fn session_id(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no Mcp-Session-Id in {head}"))
+}
+
+/// A raw HTTP/1.1 `DELETE /mcp` naming session `id`; returns the status code.
+fn delete_session(authority: &str, id: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "DELETE /mcp HTTP/1.1\r\nHost: {authority}\r\nMcp-Session-Id: {id}\r\n\
+         MCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad response {response:?}"))
+}
+
+#[test]
+fn delete_ends_a_known_session_with_200_and_an_unknown_one_gets_404() {
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.dir_arg(),
+        "--no-auth".into(),
+    ]);
+    let at = server.authority();
+    let (status, head) = post_initialize_head(&at, &[]);
+    assert_eq!(status, 200);
+    let id = session_id(&head);
+    assert_eq!(delete_session(&at, &id), 200, "a known session is ended");
+    assert_eq!(
+        delete_session(&at, &id),
+        404,
+        "an ended session is unknown to DELETE"
+    );
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let mut stream = send_post(
+        &at,
+        &[
+            ("Mcp-Session-Id", id.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
+        ping,
+    );
+    let mut response = String::new();
+    use std::io::Read;
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 404"),
+        "a POST naming the ended session gets 404 too: {response}"
+    );
+    assert_eq!(
+        delete_session(&at, "0f9a7c1e-never-issued"),
+        404,
+        "an id the server never issued"
+    );
+}
+
+#[test]
+fn the_python_sdk_client_closes_its_session_without_a_warning() {
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.dir_arg(),
+        "--no-auth".into(),
+    ]);
+    let output = std::process::Command::new(toolbelt_testkit::python())
+        .arg("-c")
+        .arg(LIST_AND_CLOSE_CLIENT)
+        .arg(&server.url)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the Python client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the client failed ({}); is the Python MCP SDK installed (`bash .ci/install-peers`)?\n\
+         stdout: {stdout}\nstderr: {stderr}",
+        output.status
+    );
+    assert!(stdout.contains("\"tools\": "), "{stdout}");
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the SDK's DELETE of its session was refused:\n{stderr}"
+    );
+}
+
+/// Lists the tools over streamable HTTP, then leaves: the SDK sends `DELETE` for its session
+/// on the way out and logs a warning unless the server answers 200 or 204.
+const LIST_AND_CLOSE_CLIENT: &str = r#"
+import json, sys, anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+async def main():
+    async with streamablehttp_client(sys.argv[1]) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+    print(json.dumps({"tools": len(listed.tools)}))
+
+anyio.run(main)
+"#;

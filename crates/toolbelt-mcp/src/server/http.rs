@@ -17,7 +17,9 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    SessionId, StreamableHttpServerConfig, StreamableHttpService,
+};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -157,8 +159,13 @@ impl HttpServer {
         let service =
             StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
         let admission = sessions.clone();
+        let ending = sessions.clone();
         let mut router = Router::new()
             .nest_service(MCP_PATH, service)
+            .layer(middleware::from_fn(move |request: Request, next: Next| {
+                let sessions = ending.clone();
+                async move { end_session(&sessions, request, next).await }
+            }))
             .layer(middleware::from_fn(move |request: Request, next: Next| {
                 let sessions = admission.clone();
                 async move { admit_new_session(&sessions, request, next).await }
@@ -250,6 +257,45 @@ async fn admit_new_session(sessions: &BoundedSessions, request: Request, next: N
         );
     }
     next.run(request).await
+}
+
+/// A `DELETE` naming a session: 200 when the session existed and is now ended, 404 when no
+/// session of that id exists (here, or with shared sessions on any replica), as a `POST`
+/// naming it gets. rmcp answers both with 202, which clients read as a failed termination
+/// (the Python SDK warns `Session termination failed: 202` on every close). rmcp still
+/// checks the request (Host, Origin, protocol version) and ends the session; only its
+/// status is replaced.
+async fn end_session(sessions: &BoundedSessions, request: Request, next: Next) -> Response {
+    let id: Option<SessionId> = (request.method() == Method::DELETE)
+        .then(|| request.headers().get("mcp-session-id"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .map(|id| id.to_owned().into());
+    let Some(id) = id else {
+        return next.run(request).await;
+    };
+    // Asked before rmcp closes it: afterwards no session of that id is left either way.
+    let known = match sessions.knows(&id).await {
+        Ok(known) => known,
+        Err(err) => {
+            tracing::warn!(session = %id, "cannot tell whether the session to end exists: {err}");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot look up the session: {err}"),
+            )
+                .into_response();
+        }
+    };
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        if known {
+            *response.status_mut() = StatusCode::OK;
+        } else {
+            // rmcp's own words for an unknown session.
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+    }
+    response
 }
 
 /// Refuses requests without the expected `Authorization` header (compared in constant time).

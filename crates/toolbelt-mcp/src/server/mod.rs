@@ -50,7 +50,8 @@
 //!   `%` and `/` percent-encoded). A server that is not up yet does not hold its names, so
 //!   when it connects a later server's name can gain its prefix (with `list_changed`);
 //!   [`UpstreamOptions::always_prefix`] prefixes every aggregated name and avoids that.
-//! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped, a bearer
+//! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped (or on the
+//!   client's `DELETE`: 200, and 404 for an id no session has, as for a `POST`), a bearer
 //!   token (401 without it; required off loopback), `Host` and `Origin` allow lists (403),
 //!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
 //!   graceful shutdown. Replicas behind a load balancer share their sessions through a

@@ -258,6 +258,23 @@ impl BoundedSessions {
         lock(&self.table).touch(id);
     }
 
+    /// Whether session `id` exists: runs here, or (with shared sessions) has a record in the
+    /// store. Unlike [`SessionManager::has_session`] it is no use of the session.
+    pub async fn knows(&self, id: &SessionId) -> Result<bool, SessionsError> {
+        if self.inner.has_session(id).await? {
+            return Ok(true);
+        }
+        match &self.bus {
+            Some(bus) => Ok(bus
+                .store()
+                .load(id)
+                .await
+                .map_err(SessionsError::Shared)?
+                .is_some()),
+            None => Ok(false),
+        }
+    }
+
     /// Waits, at most [`RESTORE_WAIT`], while session `id` is being restored (see the module
     /// docs); returns at once for any other session.
     async fn until_restored(&self, id: &SessionId) {
