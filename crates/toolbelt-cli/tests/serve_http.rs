@@ -33,6 +33,86 @@ fn a_missing_or_wrong_token_gets_401() {
     );
 }
 
+/// The `WWW-Authenticate` header of a response head.
+fn challenge(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("www-authenticate")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no WWW-Authenticate in {head}"))
+}
+
+/// A raw HTTP/1.1 GET of `path` without credentials: the status and the body.
+fn get(authority: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad response {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn a_401_names_the_resource_metadata_and_a_wrong_token_is_invalid_token() {
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.dir_arg(),
+        "--token".into(),
+        "right-token".into(),
+    ]);
+    let at = server.authority();
+    let metadata = format!("http://{at}/.well-known/oauth-protected-resource/mcp");
+
+    let (status, head) = post_initialize_head(&at, &[]);
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge(&head),
+        format!(r#"Bearer resource_metadata="{metadata}""#),
+        "no credentials: no error code (RFC 6750 3.1)"
+    );
+
+    let (status, head) = post_initialize_head(&at, &[("Authorization", "Bearer wrong-token")]);
+    assert_eq!(status, 401);
+    let wrong = challenge(&head);
+    assert!(
+        wrong.starts_with(r#"Bearer error="invalid_token", error_description=""#),
+        "{wrong}"
+    );
+    assert!(
+        wrong.ends_with(&format!(r#"", resource_metadata="{metadata}""#)),
+        "{wrong}"
+    );
+
+    // The document is public and names the endpoint the client called.
+    let (status, body) = get(&at, "/.well-known/oauth-protected-resource/mcp");
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("JSON metadata");
+    assert_eq!(document["resource"], server.url.as_str(), "{document}");
+    assert_eq!(
+        document["bearer_methods_supported"],
+        serde_json::json!(["header"])
+    );
+}
+
 #[test]
 fn a_cross_origin_request_is_refused() {
     let served = Served::new();

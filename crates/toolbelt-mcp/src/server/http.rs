@@ -132,7 +132,7 @@ impl HttpServer {
             options.allowed_origins.clone()
         };
         let mut config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
+            .with_allowed_hosts(hosts.clone())
             .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(MAX_BODY_BYTES)
@@ -172,11 +172,27 @@ impl HttpServer {
             }))
             .layer(middleware::from_fn(malformed::json_rpc_errors));
         if let Some(token) = token {
-            let expected = Arc::new(format!("Bearer {token}"));
-            router = router.layer(middleware::from_fn(move |request: Request, next: Next| {
-                let expected = expected.clone();
-                async move { require_bearer(&expected, request, next).await }
-            }));
+            let names = PublicName {
+                hosts: hosts.into(),
+                bound,
+            };
+            let check = Arc::new(BearerCheck {
+                expected: format!("Bearer {token}"),
+                names: names.clone(),
+            });
+            router = router
+                .layer(middleware::from_fn(move |request: Request, next: Next| {
+                    let check = check.clone();
+                    async move { require_bearer(&check, request, next).await }
+                }))
+                // Public, as RFC 9728 has it: added after the token's layer, so outside it.
+                .route(
+                    RESOURCE_METADATA_PATH,
+                    axum::routing::get(move |request: Request| {
+                        let names = names.clone();
+                        async move { resource_metadata(&names, &request) }
+                    }),
+                );
         }
         Ok(Self {
             listener,
@@ -298,26 +314,159 @@ async fn end_session(sessions: &BoundedSessions, request: Request, next: Next) -
     response
 }
 
-/// Refuses requests without the expected `Authorization` header (compared in constant time).
-async fn require_bearer(expected: &str, request: Request, next: Next) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if bool::from(given.ct_eq(expected.as_bytes())) {
+/// How the server names itself in the URLs it gives clients: by the `Host` the client sent
+/// when that is one the server accepts (behind a proxy, the proxy's name), else by the bound
+/// address. Always `http://`, the scheme this server speaks.
+#[derive(Debug, Clone)]
+struct PublicName {
+    /// The accepted `Host` values (names or addresses, a port optional), as rmcp checks them.
+    hosts: Arc<[String]>,
+    bound: SocketAddr,
+}
+
+impl PublicName {
+    /// `http://host[:port]` for a request with these headers.
+    fn origin(&self, headers: &axum::http::HeaderMap) -> String {
+        let sent = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<axum::http::uri::Authority>().ok())
+            .filter(|sent| self.accepts(sent));
+        match sent {
+            Some(sent) => format!("http://{sent}"),
+            None => format!("http://{}", self.bound),
+        }
+    }
+
+    fn accepts(&self, sent: &axum::http::uri::Authority) -> bool {
+        let name = |authority: &axum::http::uri::Authority| {
+            authority
+                .host()
+                .trim_matches(['[', ']'])
+                .to_ascii_lowercase()
+        };
+        self.hosts.iter().any(|allowed| {
+            // A bare IPv6 address (`::1`) is no authority; in brackets it is.
+            let allowed = match allowed.parse::<IpAddr>() {
+                Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
+                _ => allowed.clone(),
+            };
+            allowed
+                .parse::<axum::http::uri::Authority>()
+                .is_ok_and(|allowed| {
+                    name(&allowed) == name(sent)
+                        && allowed
+                            .port_u16()
+                            .is_none_or(|p| sent.port_u16() == Some(p))
+                })
+        })
+    }
+}
+
+/// Where the protected resource metadata (RFC 9728) of the endpoint is served, with a token
+/// set: the well-known prefix before [`MCP_PATH`], as RFC 9728 builds it from the resource's
+/// URL. Every 401 names it in `WWW-Authenticate` (`resource_metadata`, as the MCP
+/// authorization spec has servers do).
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+
+/// The bearer token a request must carry, and how to name the metadata in a refusal.
+struct BearerCheck {
+    /// `Bearer <token>`, the whole `Authorization` header expected.
+    expected: String,
+    names: PublicName,
+}
+
+/// Refuses requests without the expected `Authorization` header (compared in constant time)
+/// with 401 and a challenge (RFC 6750): without bearer credentials, only where the resource
+/// metadata is; with a wrong token, `error="invalid_token"` and a description too.
+async fn require_bearer(check: &BearerCheck, request: Request, next: Next) -> Response {
+    let given = request.headers().get(header::AUTHORIZATION);
+    let given_bytes = given.map(|v| v.as_bytes()).unwrap_or_default();
+    if bool::from(given_bytes.ct_eq(check.expected.as_bytes())) {
         return next.run(request).await;
     }
-    let mut response = (StatusCode::UNAUTHORIZED, "missing or wrong bearer token").into_response();
+    let metadata = format!(
+        "{}{RESOURCE_METADATA_PATH}",
+        check.names.origin(request.headers())
+    );
+    // RFC 6750 3.1: a request without bearer credentials (none, or another scheme) gets no
+    // error code; one with a token that is not the right one gets `invalid_token`.
+    let bearer = given_bytes
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"bearer "));
+    let (challenge, body) = if bearer {
+        (
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"the bearer token is not \
+                 the one this server was started with\", resource_metadata=\"{metadata}\""
+            ),
+            "wrong bearer token",
+        )
+    } else {
+        (
+            format!("Bearer resource_metadata=\"{metadata}\""),
+            "missing bearer token: send `Authorization: Bearer TOKEN`",
+        )
+    };
+    let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
     response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+}
+
+/// The protected resource metadata (RFC 9728) of the endpoint: the resource's URL and that
+/// the token goes in the `Authorization` header. It names no authorization server, since
+/// none issues the token: it is given to the server (`--token`) and to its clients by hand.
+fn resource_metadata(names: &PublicName, request: &Request) -> Response {
+    let document = serde_json::json!({
+        "resource": format!("{}{MCP_PATH}", names.origin(request.headers())),
+        "bearer_methods_supported": ["header"],
+    });
+    let mut response = (StatusCode::OK, document.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_given_to_clients_use_an_accepted_host_else_the_bound_address() {
+        let names = PublicName {
+            hosts: vec![
+                "localhost".into(),
+                "::1".into(),
+                "mcp.example.com:8443".into(),
+            ]
+            .into(),
+            bound: "127.0.0.1:8808".parse().unwrap(),
+        };
+        let origin = |host: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            names.origin(&headers)
+        };
+        assert_eq!(origin("localhost:8808"), "http://localhost:8808");
+        assert_eq!(origin("[::1]:8808"), "http://[::1]:8808");
+        assert_eq!(
+            origin("mcp.example.com:8443"),
+            "http://mcp.example.com:8443"
+        );
+        // Not accepted: a foreign name, another port than the one allowed, no Host at all.
+        assert_eq!(origin("attacker.example:8808"), "http://127.0.0.1:8808");
+        assert_eq!(origin("mcp.example.com:9999"), "http://127.0.0.1:8808");
+        assert_eq!(
+            names.origin(&axum::http::HeaderMap::new()),
+            "http://127.0.0.1:8808"
+        );
+    }
 
     #[test]
     fn only_loopback_addresses_count_as_loopback() {

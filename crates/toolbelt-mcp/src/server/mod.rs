@@ -52,7 +52,9 @@
 //!   [`UpstreamOptions::always_prefix`] prefixes every aggregated name and avoids that.
 //! - HTTP ([`HttpServer`]): sessions with ids that end when idle and are capped (or on the
 //!   client's `DELETE`: 200, and 404 for an id no session has, as for a `POST`), a bearer
-//!   token (401 without it; required off loopback), `Host` and `Origin` allow lists (403),
+//!   token (401 without it, its `WWW-Authenticate` naming the resource metadata served
+//!   at `/.well-known/oauth-protected-resource/mcp`, and `error="invalid_token"` for a wrong
+//!   one; required off loopback), `Host` and `Origin` allow lists (403),
 //!   JSON-RPC errors for malformed bodies (400 with -32700 or -32600), TCP_NODELAY, and a
 //!   graceful shutdown. Replicas behind a load balancer share their sessions through a
 //!   [`SharedSessionStore`] ([`HttpServeOptions::shared_sessions`]): a session opened on one
