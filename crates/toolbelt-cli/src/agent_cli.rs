@@ -7,6 +7,7 @@ mod agents_file;
 mod approval;
 mod artifacts;
 pub(crate) mod extensions;
+mod permissions;
 mod render;
 pub(crate) mod tool_search;
 
@@ -30,7 +31,7 @@ use toolbelt::{ToolContext, ToolFilter};
 pub use approval::{Approval, ApprovalPolicy, SharedStdin, shared_stdin};
 pub use render::{Format, Renderer, RunSummary, Spinner};
 
-use crate::common::{CliError, ToolSourceArgs, Toolbox};
+use crate::common::{CliError, ToolSourceArgs, Toolbox, canonical_dir};
 use crate::progress::Progress;
 
 /// The exit code after SIGINT (Ctrl-C): 128 + the signal's number, as shells report it.
@@ -93,15 +94,28 @@ pub struct AgentArgs {
     /// Do not offer the model these tools (comma-separated names).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub exclude_tools: Vec<String>,
-    /// When to ask before a tool call runs: `never`, `on-write` (tools not declared
-    /// read-only: Write, Edit, NotebookEdit, Bash, TaskStop, undeclared MCP tools) or
-    /// `always`. Questions are asked on the terminal; without one, a call that needs
-    /// approval is refused and the model is told.
+    /// When to ask before a tool call no permission rule decides: `never`, `on-write`
+    /// (tools not declared read-only: Write, Edit, NotebookEdit, Bash, TaskStop, undeclared
+    /// MCP tools) or `always`. Questions are asked on the terminal; without one, a call
+    /// that needs approval is refused and the model is told.
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = ApprovalPolicy::OnWrite)]
     pub approval: ApprovalPolicy,
-    /// Run every tool call without asking (the same as --approval never).
+    /// Run every tool call no permission rule asks about or denies without asking (the
+    /// same as --approval never).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Run the calls this permission rule matches without asking (Claude Code's syntax:
+    /// `Bash(npm run test:*)`, `Edit(src/**)`, `WebFetch(domain:docs.rs)`, `mcp__server`);
+    /// repeatable; added to the settings files' rules.
+    #[arg(long, value_name = "RULE")]
+    pub allow: Vec<String>,
+    /// Ask before the calls this permission rule matches (repeatable).
+    #[arg(long, value_name = "RULE")]
+    pub ask: Vec<String>,
+    /// Refuse the calls this permission rule matches, telling the model why; a Read rule
+    /// also keeps Grep and Glob out of those paths (repeatable). Deny beats ask beats allow.
+    #[arg(long, value_name = "RULE")]
+    pub deny: Vec<String>,
     /// Repair almost-JSON tool arguments (unquoted keys, single quotes, trailing commas, a
     /// cut-off object) instead of answering the model with an error.
     #[arg(long)]
@@ -369,7 +383,7 @@ pub(crate) fn new_session_id() -> String {
 fn executor_from(
     args: &AgentArgs,
     toolbox: &Toolbox,
-    approval: Option<Approval>,
+    permit: Permit,
     offload: Option<&ArtifactOffload>,
 ) -> Executor {
     let mut executor = Executor::builder(toolbox.registry.clone())
@@ -380,8 +394,9 @@ fn executor_from(
             ExecutionMode::Serial
         })
         .repair_json(args.repair_json);
-    if let Some(approval) = approval {
-        executor = executor.before_hook(approval);
+    executor = executor.permissions(permit.rules);
+    if let Some(approval) = permit.approval {
+        executor = executor.approver(Arc::new(approval));
     }
     if let Some(offload) = offload {
         executor = executor.artifact_offload(offload.clone());
@@ -408,10 +423,10 @@ fn agent_from(
     args: &AgentArgs,
     model: DynModel,
     toolbox: &Toolbox,
-    approval: Option<Approval>,
+    permit: Permit,
     offload: Option<&ArtifactOffload>,
 ) -> Result<DynAgent, CliError> {
-    let executor = executor_from(args, toolbox, approval, offload);
+    let executor = executor_from(args, toolbox, permit, offload);
     let instruction = instruction_from(args);
     let agent = LlmAgent::builder("toolbelt")
         .description("The toolbelt command-line agent")
@@ -441,7 +456,7 @@ fn agents_from(
     (root, config): (DynModel, OpenAiConfig),
     toolbox: &Toolbox,
     offered: Vec<String>,
-    approval: Option<Approval>,
+    permit: Permit,
     offload: Option<&ArtifactOffload>,
 ) -> Result<DynAgent, CliError> {
     let model_named = |name: &str| -> Result<DynModel, CliError> {
@@ -451,12 +466,7 @@ fn agents_from(
             .map_err(|e| CliError::usage(e.to_string()))
     };
     agents.build(&agents_file::BuildContext {
-        executor: executor_from(
-            args,
-            toolbox,
-            approval.map(|a| a.with_delegations(agents.delegations())),
-            offload,
-        ),
+        executor: executor_from(args, toolbox, permit, offload),
         model: root,
         model_named: &model_named,
         offered,
@@ -466,12 +476,20 @@ fn agents_from(
     })
 }
 
-/// The approval hook `args` ask for (none with `--approval never` or `--yes`).
-pub fn approval_from(args: &AgentArgs, stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval> {
-    match args.approval_policy() {
-        ApprovalPolicy::Never => None,
-        policy => Some(Approval::new(policy, stdin.clone(), spinner.clone())),
-    }
+/// The approver of a terminal run, asking what the permission rules ask about (with
+/// `--approval never` only what an ask rule names).
+pub fn approval_from(
+    _args: &AgentArgs,
+    stdin: &SharedStdin,
+    spinner: &Spinner,
+) -> Option<Approval> {
+    Some(Approval::new(stdin.clone(), spinner.clone()))
+}
+
+/// What decides a run's calls: the permission rules, and who is asked when they ask.
+struct Permit {
+    rules: Arc<toolbelt::builtin::permission::PermissionRules>,
+    approval: Option<Approval>,
 }
 
 /// Which signal asked the command to stop.
@@ -562,8 +580,18 @@ impl AgentSession {
         let agents = args.agents.as_deref().map(agents_file::load).transpose()?;
         args.search.check()?;
         let search_model: DynModel = connected(args, &model)?;
+        let delegations = agents
+            .as_ref()
+            .map(|agents| agents.delegations())
+            .unwrap_or_default();
+        let rules =
+            permissions::rules_from(args, &canonical_dir(&args.sources.dir)?, &delegations)?;
         let sessions = sessions_from(args).await?;
-        let toolbox = Toolbox::open(&args.sources, None)?;
+        let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?;
+        let permit = Permit {
+            rules: Arc::new(rules),
+            approval,
+        };
         let offload = match args.artifacts.offload(&toolbox.registry) {
             Ok(offload) => offload,
             Err(err) => {
@@ -588,7 +616,7 @@ impl AgentSession {
                     (search_model.clone(), model.config().clone()),
                     &toolbox,
                     offered,
-                    approval,
+                    permit,
                     offload.as_ref(),
                 )
             }
@@ -596,7 +624,7 @@ impl AgentSession {
                 args,
                 search_model.clone(),
                 &toolbox,
-                approval,
+                permit,
                 offload.as_ref(),
             ),
         };

@@ -190,7 +190,17 @@ impl Toolbox {
         args: &ToolSourceArgs,
         read_state: Option<Arc<ReadState>>,
     ) -> Result<Self, CliError> {
-        let mut toolbox = Self::open_builtin(args, read_state, Registry::new())?;
+        Self::open_hiding(args, read_state, Vec::new())
+    }
+
+    /// As [`Toolbox::open`], with Glob and Grep kept out of `hidden` (gitignore patterns
+    /// relative to `--dir`: the permission rules' Read denies).
+    pub fn open_hiding(
+        args: &ToolSourceArgs,
+        read_state: Option<Arc<ReadState>>,
+        hidden: Vec<String>,
+    ) -> Result<Self, CliError> {
+        let mut toolbox = Self::open_builtin(args, read_state, hidden, Registry::new())?;
         if let Some(path) = &args.mcp_config {
             for set in open_mcp_servers(path, None)? {
                 // An MCP server may change its tools: list them again on every run.
@@ -212,7 +222,7 @@ impl Toolbox {
         read_state: Option<Arc<ReadState>>,
     ) -> Result<(Self, Upstreams), CliError> {
         let registry = Registry::new().with_listing_timeout(options.connect_timeout);
-        let mut toolbox = Self::open_builtin(args, read_state, registry)?;
+        let mut toolbox = Self::open_builtin(args, read_state, Vec::new(), registry)?;
         let sets = match &args.mcp_config {
             Some(path) => open_mcp_servers(path, Some(&canonical_dir(&args.dir)?))?,
             None => Vec::new(),
@@ -239,10 +249,12 @@ impl Toolbox {
     fn open_builtin(
         args: &ToolSourceArgs,
         read_state: Option<Arc<ReadState>>,
+        hidden: Vec<String>,
         registry: Registry,
     ) -> Result<Self, CliError> {
         let dir = canonical_dir(&args.dir)?;
         let mut options = BuiltinOptions::new(&dir)
+            .with_hidden_paths(hidden)
             .with_read_only(args.read_only)
             .with_sandbox(args.sandbox.unwrap_or_else(default_sandbox))
             .with_code_tools(args.code_tools.clone().unwrap_or_default());
@@ -356,7 +368,7 @@ fn open_mcp_servers(path: &Path, root: Option<&Path>) -> Result<Vec<McpToolSet>,
 }
 
 /// The base directory as an absolute path, with a clear error when it is not a directory.
-fn canonical_dir(dir: &Path) -> Result<PathBuf, CliError> {
+pub fn canonical_dir(dir: &Path) -> Result<PathBuf, CliError> {
     let canonical = std::fs::canonicalize(dir)
         .map_err(|e| CliError::usage(format!("--dir {}: {e}", dir.display())))?;
     if !canonical.is_dir() {

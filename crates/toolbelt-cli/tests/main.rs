@@ -21,6 +21,7 @@ mod mcp;
 mod mcp_client_features;
 #[cfg(feature = "otel")]
 mod otel;
+mod permissions;
 mod progress;
 mod run;
 mod run_artifacts;

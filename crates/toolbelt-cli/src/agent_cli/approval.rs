@@ -1,22 +1,23 @@
 //! Asking the user before a tool call runs (`--approval`, `--yes`).
 //!
-//! The policies follow codex's approval modes, reduced to what a tool declaration can tell:
-//! `never` runs every call, `on-write` (the default) asks before every tool not declared
-//! read-only (Write, Edit, NotebookEdit, Bash, TaskStop, and any MCP tool without a
-//! `readOnlyHint`), `always` asks before every call. The question goes to stderr and the
+//! Which calls are asked about is the permission rules' decision ([`super::permissions`]);
+//! the policies are what they fall back to for a call no rule matches, after codex's
+//! approval modes: `never` runs it, `on-write` (the default) asks unless its tool is declared
+//! read-only (so Write, Edit, NotebookEdit, Bash, TaskStop, and any MCP tool without a
+//! `readOnlyHint` are asked about), `always` asks. The question goes to stderr and the
 //! answer is read from stdin, and only from a terminal: a pipe may carry a chat's messages
 //! or a script's data, and a line that happens to read `y` must not approve a command. When
 //! stdin is not a terminal, a call that needs approval is refused, the refusal is said on
 //! stderr, and the model is told.
 
-use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use clap::ValueEnum;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
-use toolbelt::exec::{BeforeAction, BeforeHook, HookCall};
-use toolbelt::{ToolContext, ToolMeta};
+use toolbelt::ToolContext;
+use toolbelt::builtin::permission::Fallback;
+use toolbelt::exec::{ApprovalDecision, ApprovalRequest, Approver};
 
 use super::render::{Spinner, short_args};
 
@@ -34,13 +35,13 @@ pub enum ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
-    /// Whether a call of a tool declared with `meta` needs approval. A tool that declares
+    /// What the permission rules do with a call no rule matches. A tool that declares
     /// nothing may do anything, so `on-write` asks before it.
-    pub fn needs_approval(self, meta: &ToolMeta) -> bool {
+    pub fn fallback(self) -> Fallback {
         match self {
-            ApprovalPolicy::Never => false,
-            ApprovalPolicy::OnWrite => !meta.is_read_only(),
-            ApprovalPolicy::Always => true,
+            ApprovalPolicy::Never => Fallback::Allow,
+            ApprovalPolicy::OnWrite => Fallback::AskUnlessReadOnly,
+            ApprovalPolicy::Always => Fallback::Ask,
         }
     }
 }
@@ -145,49 +146,30 @@ fn shown_part(value: &str) -> (&str, usize) {
 /// cannot hide it.
 const RESET: &str = "\x1b[0m\x1b(B";
 
-/// The before hook that applies an [`ApprovalPolicy`]: asks on stderr and reads the answer
-/// from stdin when stdin is a terminal; refuses (saying so) when it is not. Anything but
-/// `y`/`yes`, or the end of input, refuses the call, and the model is told so; `s` shows
-/// the arguments in full and asks again.
+/// The approver of a terminal: asks on stderr and reads the answer from stdin when stdin is
+/// a terminal; refuses (saying so) when it is not. Anything but `y`/`yes`, or the end of
+/// input, refuses the call, and the model is told so; `s` shows the arguments in full and
+/// asks again.
 pub struct Approval {
-    policy: ApprovalPolicy,
     stdin: SharedStdin,
     spinner: Spinner,
     terminal: bool,
-    /// Tools that only hand work to other agents (agent tools, the transfer tool): their
-    /// agents' own calls are approved one by one, so asking for the hand-over too would
-    /// only ask twice (and refuse every delegation without a terminal).
-    delegations: HashSet<String>,
 }
 
 impl Approval {
-    /// Applies `policy`, asking on `stdin` (when it is a terminal) with the spinner paused.
-    pub fn new(policy: ApprovalPolicy, stdin: SharedStdin, spinner: Spinner) -> Self {
+    /// Asks on `stdin` (when it is a terminal) with the spinner paused.
+    pub fn new(stdin: SharedStdin, spinner: Spinner) -> Self {
         Self {
-            policy,
             stdin,
             spinner,
             terminal: std::io::stdin().is_terminal(),
-            delegations: HashSet::new(),
         }
-    }
-
-    /// Does not ask for these tools (see `delegations`), except under `--approval always`.
-    pub fn with_delegations(mut self, names: impl IntoIterator<Item = String>) -> Self {
-        self.delegations.extend(names);
-        self
     }
 }
 
 #[toolbelt::async_trait]
-impl BeforeHook for Approval {
-    async fn before(&self, _ctx: &ToolContext, call: &HookCall<'_>) -> BeforeAction {
-        if !self.policy.needs_approval(&call.declaration.meta)
-            || (self.policy != ApprovalPolicy::Always
-                && self.delegations.contains(call.tool_name()))
-        {
-            return BeforeAction::Continue;
-        }
+impl Approver for Approval {
+    async fn decide(&self, _ctx: &ToolContext, call: &ApprovalRequest<'_>) -> ApprovalDecision {
         let name = toolbelt::visible(call.tool_name());
         if !self.terminal {
             self.spinner.println(&format!(
@@ -195,7 +177,7 @@ impl BeforeHook for Approval {
                  to ask on (allow it with --yes or --approval never)",
                 short_args(call.arguments)
             ));
-            return BeforeAction::Reject(format!(
+            return ApprovalDecision::Deny(format!(
                 "{REFUSED}: it needs the user's approval and nobody could be asked"
             ));
         }
@@ -210,7 +192,8 @@ impl BeforeHook for Approval {
         let mut full = false;
         loop {
             let described = describe_call(call.tool_name(), call.arguments, full);
-            eprint!("{reset}{described}allow {name}? [y/N/s] ");
+            let why = toolbelt::visible(call.reason);
+            eprint!("{reset}{described}  (asked because {why})\nallow {name}? [y/N/s] ");
             let _ = std::io::stderr().flush();
             let answer = stdin.next_line().await.ok().flatten().unwrap_or_default();
             if !std::io::stderr().is_terminal() {
@@ -218,9 +201,9 @@ impl BeforeHook for Approval {
                 eprintln!("{}", toolbelt::visible(answer.trim()));
             }
             match answer.trim().to_ascii_lowercase().as_str() {
-                "y" | "yes" => return BeforeAction::Continue,
+                "y" | "yes" => return ApprovalDecision::Approve,
                 "s" | "show" if !full => full = true,
-                _ => return BeforeAction::Reject(REFUSED.to_string()),
+                _ => return ApprovalDecision::Deny(REFUSED.to_string()),
             }
         }
     }
@@ -229,25 +212,6 @@ impl BeforeHook for Approval {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn meta(read_only: Option<bool>, destructive: Option<bool>) -> ToolMeta {
-        ToolMeta {
-            read_only,
-            destructive,
-            ..ToolMeta::default()
-        }
-    }
-
-    #[test]
-    fn on_write_asks_for_every_tool_not_declared_read_only() {
-        let policy = ApprovalPolicy::OnWrite;
-        assert!(!policy.needs_approval(&meta(Some(true), Some(false))));
-        assert!(policy.needs_approval(&meta(Some(false), Some(true))));
-        // Writes that destroy nothing are still writes.
-        assert!(policy.needs_approval(&meta(Some(false), Some(false))));
-        // Nothing declared: it may do anything.
-        assert!(policy.needs_approval(&meta(None, None)));
-    }
 
     #[test]
     fn a_call_is_described_one_argument_a_line_with_escapes_written_out() {
@@ -273,13 +237,5 @@ mod tests {
         assert!(cut.contains("answer s to show"), "{cut}");
         assert!(!cut.contains("touch x"));
         assert!(describe_call("Bash", &long, true).contains("; touch x"));
-    }
-
-    #[test]
-    fn never_and_always_ignore_the_declaration() {
-        for m in [meta(Some(true), None), meta(None, Some(true))] {
-            assert!(!ApprovalPolicy::Never.needs_approval(&m));
-            assert!(ApprovalPolicy::Always.needs_approval(&m));
-        }
     }
 }

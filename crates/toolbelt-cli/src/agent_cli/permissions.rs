@@ -1,0 +1,96 @@
+//! The permission rules of `run`, `chat` and `ui`: settings files, then flags, over the
+//! `--approval` policy.
+//!
+//! Read in this order, each adding to the lists (deny beats ask beats allow, whichever
+//! file a rule came from): `~/.config/toolbelt/settings.json` (or under
+//! `$XDG_CONFIG_HOME`), then in `--dir` `.claude/settings.json` (its `permissions` only)
+//! and `.toolbelt/settings.json`, then `--allow`, `--ask` and `--deny`. A file that is
+//! missing is skipped; one that cannot be read or parsed stops the command with its name.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use toolbelt::builtin::permission::{MAX_SETTINGS_BYTES, PermissionRules, RuleKind};
+
+use super::{AgentArgs, ApprovalPolicy};
+use crate::common::CliError;
+
+/// The settings files read, in order, for the base directory `dir`.
+pub fn settings_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(config) = config {
+        files.push(config.join("toolbelt/settings.json"));
+    }
+    files.push(dir.join(".claude/settings.json"));
+    files.push(dir.join(".toolbelt/settings.json"));
+    files
+}
+
+/// The rules for a run in `dir` (canonical) with `args`; `delegations` are tools that only
+/// hand work to other agents (agent tools, the transfer tool): their agents' own calls are
+/// decided one by one, so they are allowed unless `--approval always` asks for everything.
+pub fn rules_from(
+    args: &AgentArgs,
+    dir: &Path,
+    delegations: &[String],
+) -> Result<PermissionRules, CliError> {
+    let policy = args.approval_policy();
+    let mut rules = PermissionRules::new(dir).fallback(policy.fallback());
+    for file in settings_files(dir) {
+        if let Some(text) = read_settings(&file)? {
+            rules
+                .add_settings(&text, &file)
+                .map_err(|e| CliError::usage(format!("permission settings: {e}")))?;
+        }
+    }
+    for (kind, list) in [
+        (RuleKind::Allow, &args.allow),
+        (RuleKind::Ask, &args.ask),
+        (RuleKind::Deny, &args.deny),
+    ] {
+        for rule in list {
+            rules
+                .add(kind, rule)
+                .map_err(|e| CliError::usage(e.to_string()))?;
+        }
+    }
+    if policy != ApprovalPolicy::Always {
+        for name in delegations {
+            // A tool name is a valid rule; a name that is not is never a delegation.
+            let _ = rules.add(RuleKind::Allow, name);
+        }
+    }
+    Ok(rules)
+}
+
+/// A settings file's text, `None` when there is none; bounded, so a huge or endless file
+/// (a FIFO, `/dev/zero` behind a symlink) cannot stall the start.
+fn read_settings(path: &Path) -> Result<Option<String>, CliError> {
+    let refuse = |why: String| CliError::usage(format!("{}: {why}", path.display()));
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(refuse(e.to_string())),
+    };
+    if !file
+        .metadata()
+        .map_err(|e| refuse(e.to_string()))?
+        .is_file()
+    {
+        return Err(refuse("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SETTINGS_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(e.to_string()))?;
+    if bytes.len() > MAX_SETTINGS_BYTES {
+        return Err(refuse(format!("larger than {MAX_SETTINGS_BYTES} bytes")));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| refuse("not UTF-8".into()))
+}
