@@ -35,12 +35,14 @@
 #![warn(missing_docs)]
 
 mod cache;
+pub mod hooks;
 mod mcp;
 pub mod rules;
 pub mod skills;
 pub mod yaml;
 
 pub use cache::CacheExtension;
+pub use hooks::{CommandHooks, CommandHooksBuilder};
 pub use mcp::McpExtension;
 pub use rules::{Rules, RulesConfig, RulesExtension, find_rules};
 pub use skills::{

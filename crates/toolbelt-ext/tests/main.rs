@@ -7,6 +7,7 @@ mod ext_support;
 mod attack_skills;
 mod builtin_extensions;
 mod extensions;
+mod hooks;
 mod rules;
 mod skills;
 mod skills_mcp;
