@@ -28,6 +28,9 @@
 //!
 //! Idle sessions are closed after `--session-idle-timeout` and at most `--max-sessions` are
 //! open (a new one replaces the session idle the longest, or gets 503 when all are busy).
+//! Each session has its own Read-before-Edit record (`session_reads.rs`), dropped when the
+//! session closes: a Read in one session lets that session change the file, not another.
+//! Over stdio the one client's record is the tool set's.
 //!
 //! `--shared-state redis://…` (built with the `redis` feature) makes the process one of
 //! several replicas behind a load balancer, all serving one `--dir`: a session opened on one
@@ -63,6 +66,7 @@ use toolbelt::{ToolContext, ToolFilter};
 
 use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, shutdown_signal};
 
+mod session_reads;
 #[cfg(feature = "redis")]
 mod shared_state;
 
@@ -218,11 +222,18 @@ pub async fn run(args: ServeArgs) -> Outcome {
         Some(url) => Some(connect_shared(url, &args).await?),
         None => None,
     };
-    let (toolbox, upstreams) = Toolbox::open_aggregating(
-        &args.sources,
-        upstream_options,
-        shared.as_ref().map(|s| s.reads.clone()),
-    )?;
+    // Over HTTP each MCP session has reads of its own: in Redis with --shared-state, else
+    // here. Over stdio the one client's reads are the tool set's.
+    let local_reads = match (&shared, http_addr) {
+        (None, Some(_)) => Some(session_reads::SessionReads::new()?),
+        _ => None,
+    };
+    let reads = match (&shared, &local_reads) {
+        (Some(shared), _) => Some(shared.reads.clone()),
+        (None, Some(local)) => Some(local.state()),
+        (None, None) => None,
+    };
+    let (toolbox, upstreams) = Toolbox::open_aggregating(&args.sources, upstream_options, reads)?;
     toolbox.announce_sandbox();
     if args.sources.mcp_config.is_none() {
         // Only the built-in tools: a name none of them has is a mistake worth saying. (An
@@ -259,10 +270,13 @@ pub async fn run(args: ServeArgs) -> Outcome {
         .with_info("toolbelt", env!("CARGO_PKG_VERSION"))
         .with_heartbeat(Duration::from_secs_f64(args.heartbeat))
         .with_upstreams(upstreams.clone());
-    if shared.is_some() {
+    if http_addr.is_some() {
         // Each session's reads are its own, wherever its calls land.
         server = server
             .with_session_context(|ctx, session| ctx.with_extension(ReadScope(session.into())));
+    }
+    if let Some(local) = &local_reads {
+        server = server.on_session_closed(local.forget_on_close());
     }
     if let Some(filter) = tool_filter(&args.tools, &args.exclude_tools) {
         server = server.with_filter(filter);

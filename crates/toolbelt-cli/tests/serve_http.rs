@@ -375,3 +375,79 @@ async def main():
 
 anyio.run(main)
 "#;
+
+#[test]
+fn a_read_in_one_http_session_does_not_let_another_session_edit() {
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.dir_arg(),
+        "--no-auth".into(),
+    ]);
+    let output = std::process::Command::new(toolbelt_testkit::python())
+        .arg("-c")
+        .arg(TWO_SESSIONS_CLIENT)
+        .arg(&server.url)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the Python client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the client failed ({}); is the Python MCP SDK installed (`bash .ci/install-peers`)?\n\
+         stdout: {stdout}\nstderr: {stderr}",
+        output.status
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    let report: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON ({e}): {stdout}"));
+    assert_eq!(report["read"]["error"], false, "{report}");
+    assert_eq!(report["other"]["error"], true, "{report}");
+    assert!(
+        report["other"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("has not been read yet"),
+        "the other session is told to Read first: {report}"
+    );
+    assert_eq!(
+        report["own"]["error"], false,
+        "the reading session may edit: {report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(served.path().join("hello.txt")).unwrap(),
+        "hello world\nneedle found\n",
+        "only the reading session's Edit landed"
+    );
+}
+
+/// Two sessions of one server: A reads `hello.txt`, then B and A each try an Edit of it.
+const TWO_SESSIONS_CLIENT: &str = r#"
+import json, sys, anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+def outcome(result):
+    return {"error": bool(result.isError), "text": result.content[0].text}
+
+async def main():
+    url = sys.argv[1]
+    async with streamablehttp_client(url) as (ra, wa, _), streamablehttp_client(url) as (rb, wb, _):
+        async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
+            await a.initialize()
+            await b.initialize()
+            read = await a.call_tool("Read", {"file_path": "hello.txt"})
+            other = await b.call_tool("Edit", {"file_path": "hello.txt",
+                "old_string": "needle here", "new_string": "needle lost"})
+            own = await a.call_tool("Edit", {"file_path": "hello.txt",
+                "old_string": "needle here", "new_string": "needle found"})
+    print(json.dumps({"read": outcome(read), "other": outcome(other), "own": outcome(own)}))
+
+anyio.run(main)
+"#;

@@ -60,10 +60,15 @@ pub struct ToolServer {
     session_context: Option<SessionContext>,
     /// Replicas sharing sessions: loaded tools and notifications go through the store.
     bus: Option<Arc<SessionBus>>,
+    /// Told the id of every HTTP session this process closes.
+    session_closed: Option<SessionClosed>,
 }
 
 /// Adds to a call's context what it needs to know of its HTTP session (given the session id).
 type SessionContext = Arc<dyn Fn(ToolContext, &str) -> ToolContext + Send + Sync>;
+
+/// Told the id of an HTTP session this process closed ([`ToolServer::on_session_closed`]).
+pub(crate) type SessionClosed = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for ToolServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -89,6 +94,7 @@ impl ToolServer {
             loaded: Loaded::default(),
             session_context: None,
             bus: None,
+            session_closed: None,
         }
     }
 
@@ -102,6 +108,20 @@ impl ToolServer {
     ) -> Self {
         self.session_context = Some(Arc::new(extend));
         self
+    }
+
+    /// Calls `closed` with the `Mcp-Session-Id` of every streamable HTTP session this process
+    /// closes (the client's `DELETE`, the idle timeout, the cap making room, or, with shared
+    /// sessions, its record gone; the other replicas may still run theirs), so that what was
+    /// kept for the session ([`with_session_context`](Self::with_session_context)) can go.
+    pub fn on_session_closed(mut self, closed: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.session_closed = Some(Arc::new(closed));
+        self
+    }
+
+    /// What [`on_session_closed`](Self::on_session_closed) set.
+    pub(crate) fn session_closed(&self) -> Option<SessionClosed> {
+        self.session_closed.clone()
     }
 
     /// Lists the tools `deferred` allows only after a client found them: each client is

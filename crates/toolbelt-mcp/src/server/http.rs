@@ -152,6 +152,9 @@ impl HttpServer {
             server = server.with_bus(shared.clone());
             bus = Some(shared);
         }
+        if let Some(closed) = server.session_closed() {
+            sessions = sessions.on_close(closed);
+        }
         let sessions = Arc::new(sessions);
         if let Some(bus) = &bus {
             bus.serve_sessions(&sessions);

@@ -49,6 +49,7 @@ use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
 use super::bus::SessionBus;
+use super::handler::SessionClosed;
 use super::shared::SharedStoreError;
 
 /// The default idle timeout of an HTTP session.
@@ -149,6 +150,17 @@ pub(crate) struct BoundedSessions {
     /// What this replica puts before the ids of its requests to clients, when it is one of
     /// several (see the module docs).
     request_tag: Option<Arc<str>>,
+    /// Told the id of every session closed here.
+    on_close: Option<OnClose>,
+}
+
+/// [`SessionClosed`], shown by name only.
+struct OnClose(SessionClosed);
+
+impl std::fmt::Debug for OnClose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnClose")
+    }
 }
 
 impl BoundedSessions {
@@ -165,6 +177,19 @@ impl BoundedSessions {
             max: max.max(1),
             bus: None,
             request_tag: None,
+            on_close: None,
+        }
+    }
+
+    /// Tells `closed` the id of every session closed here (ended, expired, evicted).
+    pub fn on_close(mut self, closed: SessionClosed) -> Self {
+        self.on_close = Some(OnClose(closed));
+        self
+    }
+
+    fn closed(&self, id: &SessionId) {
+        if let Some(OnClose(closed)) = &self.on_close {
+            closed(id);
         }
     }
 
@@ -201,6 +226,7 @@ impl BoundedSessions {
             if let Err(err) = self.inner.close_session(&oldest).await {
                 tracing::warn!(session = %oldest, "closing an evicted session failed: {err}");
             }
+            self.closed(&oldest);
         }
     }
 
@@ -503,7 +529,9 @@ impl SessionManager for BoundedSessions {
             table.sessions.remove(id);
             table.restoring.remove(id);
         }
-        Ok(self.inner.close_session(id).await?)
+        let closed = self.inner.close_session(id).await;
+        self.closed(id);
+        Ok(closed?)
     }
 
     async fn create_stream(
@@ -623,6 +651,33 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(sessions.expire_idle().await, 1);
         assert_eq!(sessions.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn every_way_a_session_closes_is_told_with_its_id() {
+        let told = Arc::new(Mutex::new(Vec::<String>::new()));
+        let hear = told.clone();
+        let sessions =
+            BoundedSessions::new(Duration::ZERO, 2).on_close(Arc::new(move |id: &str| {
+                hear.lock().unwrap().push(id.into())
+            }));
+        let ended = open(&sessions).await;
+        sessions.close_session(&ended).await.unwrap();
+        let evicted = open(&sessions).await;
+        let expired = open(&sessions).await;
+        let stream = busy(&sessions, &expired);
+        // The cap is reached: the idle one makes room.
+        let working = open(&sessions).await;
+        let _working = busy(&sessions, &working);
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(sessions.expire_idle().await, 1);
+        let told: Vec<String> = told.lock().unwrap().clone();
+        let ids: Vec<String> = [ended, evicted, expired]
+            .iter()
+            .map(|id| id.to_string())
+            .collect();
+        assert_eq!(told, ids, "ended, evicted, expired, in that order");
     }
 
     #[tokio::test]
