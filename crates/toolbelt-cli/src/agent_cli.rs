@@ -478,11 +478,7 @@ fn agents_from(
 
 /// The approver of a terminal run, asking what the permission rules ask about (with
 /// `--approval never` only what an ask rule names).
-pub fn approval_from(
-    _args: &AgentArgs,
-    stdin: &SharedStdin,
-    spinner: &Spinner,
-) -> Option<Approval> {
+pub fn approval_from(stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval> {
     Some(Approval::new(stdin.clone(), spinner.clone()))
 }
 

@@ -33,7 +33,7 @@ pub async fn run(args: ChatArgs) -> Outcome {
     let spinner = Spinner::new(Format::Human);
     let model = model.with_retry_observer(spinner.retry_observer());
     let model_name = toolbelt::model::Model::name(&model).to_string();
-    let approval = approval_from(&args.agent, &stdin, &spinner);
+    let approval = approval_from(&stdin, &spinner);
     let mut session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let interactive = std::io::stdin().is_terminal();
     if interactive {

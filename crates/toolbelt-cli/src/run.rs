@@ -49,7 +49,7 @@ pub async fn run(args: RunArgs) -> Outcome {
     };
     let spinner = Spinner::new(format);
     let model = model.with_retry_observer(spinner.retry_observer());
-    let approval = approval_from(&args.agent, &shared_stdin(), &spinner);
+    let approval = approval_from(&shared_stdin(), &spinner);
     let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let mut renderer = Renderer::new(spinner, format);
     let end = watch_run(&mut renderer, session.start(&prompt)).await;

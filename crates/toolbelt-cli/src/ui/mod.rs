@@ -112,7 +112,7 @@ pub async fn run(args: UiArgs) -> Outcome {
         Some(model) => {
             // Approvals are asked on the terminal running `toolbelt ui` (refused without
             // one), as `toolbelt run` asks them; `--yes` runs every call.
-            let approval = approval_from(&args.agent, &shared_stdin(), &Spinner::new(Format::Json));
+            let approval = approval_from(&shared_stdin(), &Spinner::new(Format::Json));
             // A cold tool-search index build shows its progress on the terminal.
             let status = crate::progress::Progress::on_stderr(false);
             let session = AgentSession::open(&args.agent, model, approval, &status).await?;
