@@ -246,3 +246,63 @@ async fn an_approver_decides_what_the_rules_ask_about() {
         .unwrap_err();
     assert!(error.to_string().contains("not today"), "{error}");
 }
+
+/// A run that can pause (an agent run with nobody to ask now) gets the call back as
+/// awaiting approval, with the diff a person decides on, and the file untouched; once the
+/// call's id is approved it runs, and a deny rule still wins over an approval.
+#[tokio::test]
+async fn a_pausing_run_gets_the_edit_back_with_its_diff_and_runs_it_once_approved() {
+    let dir = tree();
+    let root = dir.path();
+    let rules = secret_rules(root).deny("Bash(rm:*)").unwrap();
+    let executor = executor(root, rules, false, None).await;
+    let edit = json!({"file_path": "src/lib.txt", "old_string": "needle", "new_string": "pin"});
+    let run = |approvals: toolbelt_exec::RunApprovals| {
+        ToolContext::for_call("c1").with_extension(approvals)
+    };
+    let paused = executor
+        .invoke_tool(
+            run(toolbelt_exec::RunApprovals::pausing()),
+            "Edit",
+            &edit.to_string(),
+        )
+        .await;
+    match paused {
+        Err(ToolError::AwaitingApproval { reason, preview }) => {
+            assert!(reason.contains("Edit may change files"), "{reason}");
+            let preview = preview.expect("an Edit has a diff to show");
+            assert!(
+                preview.contains("-needle in src\n+pin in src\n"),
+                "{preview}"
+            );
+        }
+        other => panic!("expected a pause, got {other:?}"),
+    }
+    let untouched = std::fs::read_to_string(root.join("src/lib.txt")).unwrap();
+    assert_eq!(untouched, "needle in src\n");
+
+    text(&executor, "Read", json!({"file_path": "src/lib.txt"}))
+        .await
+        .unwrap();
+    let approved = toolbelt_exec::RunApprovals::pausing().approve("c1");
+    let output = executor
+        .invoke_tool(run(approved.clone()), "Edit", &edit.to_string())
+        .await
+        .expect("the approved call runs");
+    assert!(!output.is_error, "{}", output.llm_text());
+    let edited = std::fs::read_to_string(root.join("src/lib.txt")).unwrap();
+    assert_eq!(edited, "pin in src\n");
+
+    let denied = executor
+        .invoke_tool(
+            run(approved),
+            "Bash",
+            &json!({"command": "rm -rf src"}).to_string(),
+        )
+        .await;
+    assert!(
+        matches!(&denied, Err(ToolError::Rejected { reason }) if reason.contains("Bash(rm:*)")),
+        "{denied:?}"
+    );
+    assert!(root.join("src").exists());
+}

@@ -68,6 +68,19 @@ pub enum ToolError {
         reason: String,
     },
 
+    /// The call needs a person's decision and the run pauses for it: the tool did not run.
+    /// An agent run turns this into an approval request and resumes the call once decided
+    /// (see `toolbelt_exec::RunApprovals`); a caller of the executor alone reads it as "not
+    /// run: waiting for approval".
+    #[error("tool call awaits the user's approval ({reason}); it has not run")]
+    AwaitingApproval {
+        /// Why it needs approval (the rule that asked, or the default).
+        reason: String,
+        /// What a person should see to decide: a diff, the command (see
+        /// [`crate::PermissionCheck::preview`]).
+        preview: Option<String>,
+    },
+
     /// The call was cancelled (its token fired) before it finished.
     #[error("tool execution was interrupted")]
     Cancelled,

@@ -47,4 +47,12 @@ impl PermissionRequest<'_> {
 pub trait PermissionCheck: Send + Sync + fmt::Debug {
     /// The decision for `request`.
     fn check(&self, request: &PermissionRequest<'_>) -> Permission;
+
+    /// What a person should see to decide about a call this check asked about: the change
+    /// an edit makes as a diff, the command a shell call runs. Called only for calls that
+    /// ask, so it may read a file. `None` (the default): the arguments speak for themselves.
+    fn preview(&self, request: &PermissionRequest<'_>) -> Option<String> {
+        let _ = request;
+        None
+    }
 }

@@ -57,6 +57,7 @@ pub(crate) fn error_kind(err: &ToolError) -> &'static str {
         ToolError::InvalidArguments { .. } => "invalid_arguments",
         ToolError::SchemaViolation { .. } => "schema_violation",
         ToolError::Rejected { .. } => "rejected",
+        ToolError::AwaitingApproval { .. } => "awaiting_approval",
         ToolError::Cancelled => "cancelled",
         ToolError::Timeout { .. } => "timeout",
         ToolError::Transient(_) => "transient",

@@ -9,7 +9,7 @@ use toolbelt_core::{
     DynTool, Permission, PermissionCheck, PermissionRequest, ToolContext, ToolError, ToolOutput,
 };
 
-use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, nobody_to_ask};
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, RunApprovals, nobody_to_ask};
 use crate::artifact::{ArtifactOffload, ArtifactRef};
 use crate::batch::CallSettings;
 use crate::events::ChunkSink;
@@ -570,7 +570,15 @@ impl Executor {
             Permission::Deny(reason) => return Err(ToolError::rejected(reason)),
             Permission::Ask(reason) => reason,
         };
+        let approvals = ctx.get::<RunApprovals>();
+        if approvals.is_some_and(|a| a.is_approved(call_id)) {
+            return Ok(None);
+        }
+        let preview = check.preview(&request);
         let Some(approver) = &inner.approver else {
+            if approvals.is_some_and(RunApprovals::pauses) {
+                return Err(ToolError::AwaitingApproval { reason, preview });
+            }
             return Err(ToolError::rejected(nobody_to_ask(&reason)));
         };
         let request = ApprovalRequest {
@@ -578,6 +586,7 @@ impl Executor {
             call_id,
             arguments,
             reason: &reason,
+            preview: preview.as_deref(),
         };
         match approver.decide(ctx, &request).await {
             ApprovalDecision::Approve => Ok(None),

@@ -172,7 +172,7 @@ mod suggest;
 mod timeout;
 mod validate;
 
-pub use approval::{ApprovalDecision, ApprovalRequest, Approver};
+pub use approval::{ApprovalDecision, ApprovalRequest, Approver, RunApprovals};
 pub use artifact::{
     ARTIFACT_READ_TOOL, ARTIFACT_SCHEME, ArtifactOffload, ArtifactReadTool, ArtifactRef,
     ArtifactSlice, ArtifactStore, DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_BYTES,

@@ -490,6 +490,7 @@ impl BeforeHook for CommandHooks {
                         call_id: call.call_id,
                         arguments: &arguments,
                         reason: &reason,
+                        preview: None,
                     };
                     match approver.decide(ctx, &request).await {
                         ApprovalDecision::Approve => {}

@@ -35,6 +35,7 @@
 //! assert!(matches!(decide(r#"{"command":"rm -rf build"}"#), Permission::Ask(_)));
 //! ```
 
+mod preview;
 mod rule;
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toolbelt_core::{Permission, PermissionCheck, PermissionRequest};
 
+pub use preview::MAX_PREVIEW_FILE_BYTES;
 use rule::{Match, Subject, commands_of};
 pub use rule::{Rule, RuleError};
 
@@ -300,6 +302,11 @@ impl PermissionCheck for PermissionRules {
             )),
             Fallback::Ask => Permission::Ask("every call is asked about".into()),
         }
+    }
+
+    fn preview(&self, request: &PermissionRequest<'_>) -> Option<String> {
+        let arguments = serde_json::from_str(request.arguments).ok()?;
+        preview::preview(&self.base, request.tool_name(), &arguments)
     }
 }
 
