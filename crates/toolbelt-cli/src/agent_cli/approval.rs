@@ -191,7 +191,10 @@ impl Approver for Approval {
         };
         let mut full = false;
         loop {
-            let described = describe_call(call.tool_name(), call.arguments, full);
+            let mut described = describe_call(call.tool_name(), call.arguments, full);
+            if let Some(preview) = call.preview {
+                described.push_str(&describe_preview(preview, full));
+            }
             let why = toolbelt::visible(call.reason);
             eprint!("{reset}{described}  (asked because {why})\nallow {name}? [y/N/s] ");
             let _ = std::io::stderr().flush();
@@ -209,9 +212,47 @@ impl Approver for Approval {
     }
 }
 
+/// The permission check's preview of a call (the diff an Edit or Write makes, the command)
+/// under a `│` gutter, escapes written out like the arguments', and cut like an argument
+/// ([`SHOWN_CHARS`], [`SHOWN_LINES`]) unless `full`, the cut saying how much is left.
+fn describe_preview(preview: &str, full: bool) -> String {
+    let (shown, rest) = if full {
+        (preview, 0)
+    } else {
+        shown_part(preview)
+    };
+    let mut out = String::from("  change:\n");
+    for line in shown.lines() {
+        out.push_str(&format!("  │ {}\n", toolbelt::visible(line)));
+    }
+    if rest > 0 {
+        out.push_str(&format!(
+            "  … {rest} more characters of the change not shown\n"
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preview_is_shown_under_a_gutter_escaped_and_cut_with_a_count() {
+        let diff = "--- a/f\n+++ b/f\n-old\n+new\u{1b}[2J\n";
+        assert_eq!(
+            describe_preview(diff, false),
+            "  change:\n  │ --- a/f\n  │ +++ b/f\n  │ -old\n  │ +new\\x1b[2J\n"
+        );
+        let long: String = (0..100).map(|i| format!("+{i}\n")).collect();
+        let cut = describe_preview(&long, false);
+        assert!(
+            cut.contains("more characters of the change not shown"),
+            "{cut}"
+        );
+        assert!(!cut.contains("+99"), "{cut}");
+        assert!(describe_preview(&long, true).contains("│ +99"));
+    }
 
     #[test]
     fn a_call_is_described_one_argument_a_line_with_escapes_written_out() {
