@@ -138,12 +138,7 @@ fn loopback_without_a_token_prints_a_generated_one_and_refuses_requests_without_
 #[test]
 fn no_auth_serves_loopback_without_a_token() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.dir_arg(),
-        "--no-auth".into(),
-    ]);
+    let server = HttpServe::no_auth(&served);
     assert!(server.token.is_none());
     assert_eq!(post_initialize(&server.authority(), &[]), 200);
 }

@@ -140,12 +140,7 @@ fn a_cross_origin_request_is_refused() {
 #[test]
 fn loopback_origins_are_the_default_allow_list() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.path().display().to_string(),
-        "--no-auth".into(),
-    ]);
+    let server = HttpServe::no_auth(&served);
     let at = server.authority();
     assert_eq!(
         post_initialize(&at, &[("Origin", "http://localhost:5173")]),
@@ -171,12 +166,7 @@ fn loopback_origins_are_the_default_allow_list() {
 #[test]
 fn each_http_client_gets_its_own_session_id() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.path().display().to_string(),
-        "--no-auth".into(),
-    ]);
+    let server = HttpServe::no_auth(&served);
     let session = |head: &str| {
         head.lines()
             .find_map(|line| {
@@ -289,12 +279,7 @@ fn delete_session(authority: &str, id: &str) -> u16 {
 #[test]
 fn delete_ends_a_known_session_with_200_and_an_unknown_one_gets_404() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.dir_arg(),
-        "--no-auth".into(),
-    ]);
+    let server = HttpServe::no_auth(&served);
     let at = server.authority();
     let (status, head) = post_initialize_head(&at, &[]);
     assert_eq!(status, 200);
@@ -331,28 +316,11 @@ fn delete_ends_a_known_session_with_200_and_an_unknown_one_gets_404() {
 #[test]
 fn the_python_sdk_client_closes_its_session_without_a_warning() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.dir_arg(),
-        "--no-auth".into(),
-    ]);
-    let output = std::process::Command::new(toolbelt_testkit::python())
-        .arg("-c")
-        .arg(LIST_AND_CLOSE_CLIENT)
-        .arg(&server.url)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the Python client starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the client failed ({}); is the Python MCP SDK installed (`bash .ci/install-peers`)?\n\
-         stdout: {stdout}\nstderr: {stderr}",
-        output.status
-    );
-    assert!(stdout.contains("\"tools\": "), "{stdout}");
+    let server = HttpServe::no_auth(&served);
+    let mut client = std::process::Command::new(toolbelt_testkit::python());
+    client.arg("-c").arg(LIST_AND_CLOSE_CLIENT).arg(&server.url);
+    let (report, stderr) = run_client_with_stderr(client);
+    assert!(report["tools"].as_u64().is_some(), "{report}");
     assert!(
         !stderr.contains("Session termination failed"),
         "the SDK's DELETE of its session was refused:\n{stderr}"
@@ -379,34 +347,10 @@ anyio.run(main)
 #[test]
 fn a_read_in_one_http_session_does_not_let_another_session_edit() {
     let served = Served::new();
-    let server = HttpServe::start(&[
-        "serve".into(),
-        "--dir".into(),
-        served.dir_arg(),
-        "--no-auth".into(),
-    ]);
-    let output = std::process::Command::new(toolbelt_testkit::python())
-        .arg("-c")
-        .arg(TWO_SESSIONS_CLIENT)
-        .arg(&server.url)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the Python client starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the client failed ({}); is the Python MCP SDK installed (`bash .ci/install-peers`)?\n\
-         stdout: {stdout}\nstderr: {stderr}",
-        output.status
-    );
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    let report: serde_json::Value =
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON ({e}): {stdout}"));
+    let server = HttpServe::no_auth(&served);
+    let mut client = std::process::Command::new(toolbelt_testkit::python());
+    client.arg("-c").arg(TWO_SESSIONS_CLIENT).arg(&server.url);
+    let report = run_client(client);
     assert_eq!(report["read"]["error"], false, "{report}");
     assert_eq!(report["other"]["error"], true, "{report}");
     assert!(

@@ -95,16 +95,23 @@ impl Served {
 }
 
 /// Runs a client command, expecting one JSON object on its stdout.
-pub fn run_client(mut command: Command) -> Value {
+pub fn run_client(command: Command) -> Value {
+    run_client_with_stderr(command).0
+}
+
+/// Runs a client command, expecting one JSON object on its stdout; also what it logged on
+/// stderr.
+pub fn run_client_with_stderr(mut command: Command) -> (Value, String) {
     let output = command
         .stdin(Stdio::null())
         .output()
         .expect("the client starts");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "the client failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
+        "the client failed ({}); are the peers installed (`bash .ci/install-peers`)?\n\
+         stdout: {stdout}\nstderr: {stderr}",
         output.status
     );
     let line = stdout
@@ -112,8 +119,10 @@ pub fn run_client(mut command: Command) -> Value {
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or("");
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}\nstderr: {stderr}"))
+    let value = serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!("the client printed no JSON ({e}):\n{stdout}\nstderr: {stderr}")
+    });
+    (value, stderr)
 }
 
 /// The Python `mcp` SDK client running `scenario` against `target` (`stdio CMD…` or `http URL`).
@@ -153,6 +162,16 @@ pub struct HttpServe {
 }
 
 impl HttpServe {
+    /// `serve --dir SERVED --no-auth` over streamable HTTP.
+    pub fn no_auth(served: &Served) -> Self {
+        Self::start(&[
+            "serve".into(),
+            "--dir".into(),
+            served.dir_arg(),
+            "--no-auth".into(),
+        ])
+    }
+
     pub fn start(args: &[String]) -> Self {
         let mut child = Command::new(toolbelt())
             .args(args)
