@@ -68,10 +68,10 @@ pub enum ToolError {
         reason: String,
     },
 
-    /// The call needs a person's decision and the run pauses for it: the tool did not run.
-    /// An agent run turns this into an approval request and resumes the call once decided
-    /// (see `toolbelt_exec::RunApprovals`); a caller of the executor alone reads it as "not
-    /// run: waiting for approval".
+    /// The call needs a person's decision and nobody can be asked now: the tool did not run.
+    /// Only a caller that said it can pause gets this (`toolbelt_exec::RunApprovals` in the
+    /// call's context); it asks a person later and, once approved, makes the call again with
+    /// its id approved there.
     #[error("tool call awaits the user's approval ({reason}); it has not run")]
     AwaitingApproval {
         /// Why it needs approval (the rule that asked, or the default).

@@ -574,13 +574,15 @@ impl Executor {
         if approvals.is_some_and(|a| a.is_approved(call_id)) {
             return Ok(None);
         }
-        let preview = check.preview(&request);
+        // The preview may read a file: made only for someone who will see it.
         let Some(approver) = &inner.approver else {
             if approvals.is_some_and(RunApprovals::pauses) {
+                let preview = check.preview(&request);
                 return Err(ToolError::AwaitingApproval { reason, preview });
             }
             return Err(ToolError::rejected(nobody_to_ask(&reason)));
         };
+        let preview = check.preview(&request);
         let request = ApprovalRequest {
             declaration,
             call_id,
