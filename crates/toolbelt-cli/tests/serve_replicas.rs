@@ -152,6 +152,9 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response 
             // Never reached the replica: safe to send to the next one.
             Err(err) if err.is_connect() => continue,
             Err(err) => {
+                // On stderr too: the client shows only the status, and a failing test
+                // needs to say which request broke how.
+                eprintln!("proxy: {what} to replica {i} failed: {err:?}");
                 return Response::builder()
                     .status(StatusCode::BAD_GATEWAY)
                     .body(Body::from(err.to_string()))

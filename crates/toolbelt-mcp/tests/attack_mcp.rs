@@ -93,14 +93,9 @@ async fn an_sse_server_dying_mid_call_ran_it_once_and_the_outcome_is_unknown() {
 }
 
 /// Waits (bounded) until our child `pid` has exited with all its threads, so that its end
-/// of the pipes is closed (a multi-threaded process's leader shows as a zombie while its
-/// other threads, which share its open files, are still exiting).
+/// of the pipes is closed (see [`is_running`]).
 async fn exited(pid: u32) {
-    let task_dir = format!("/proc/{pid}/task");
-    let gone = eventually(Duration::from_secs(15), || {
-        !is_running(pid) && std::fs::read_dir(&task_dir).map_or(0, |d| d.count()) <= 1
-    })
-    .await;
+    let gone = eventually(Duration::from_secs(15), || !is_running(pid)).await;
     assert!(gone, "the server {pid} did not die");
 }
 

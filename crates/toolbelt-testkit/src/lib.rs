@@ -13,17 +13,24 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Whether `pid` is a running process. A zombie (exited, not yet collected by its parent)
-/// counts as gone: it runs no code and holds nothing but its exit status.
+/// counts as gone once every thread of it has exited: a killed multi-threaded process shows
+/// its first thread as a zombie while the others are still tearing down and still hold its
+/// files, so a listening socket of a "zombie" can accept a connection and then reset it.
 pub fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state letter follows the command name, which is in parentheses and may itself
-        // contain spaces or parentheses: take what follows the last `)`.
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z') && !state.starts_with('X')
-        }
-        Err(_) => false,
-    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| still_runs(&stat))
+    })
+}
+
+/// Whether the thread whose `/proc/…/stat` line is `stat` has not exited yet.
+fn still_runs(stat: &str) -> bool {
+    // The state letter follows the command name, which is in parentheses and may itself
+    // contain spaces or parentheses: take what follows the last `)`.
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    !state.starts_with('Z') && !state.starts_with('X')
 }
 
 /// Polls until `pid` is no longer running, for at most `limit`; true if it went. A killed
