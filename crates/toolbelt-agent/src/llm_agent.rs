@@ -59,6 +59,8 @@ pub struct LlmAgent {
     /// The framework tools this agent registered itself: the only tools that may carry a
     /// framework name (see [`LlmAgent::snapshot`]).
     framework_tools: Vec<DynTool>,
+    /// This agent's own plugins ([`LlmAgentBuilder::plugin`]).
+    plugins: Vec<crate::Plugin>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -95,6 +97,7 @@ pub struct LlmAgentBuilder {
     configure: Vec<ConfigureExecutor>,
     callbacks: Callbacks,
     extensions: Vec<crate::extension::Contribution>,
+    plugins: Vec<crate::Plugin>,
 }
 
 impl LlmAgentBuilder {
@@ -256,6 +259,18 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// Adds a plugin to this agent alone: its tools are framework tools of the agent, as a
+    /// runner plugin's ([`crate::Runner::with_plugin`]) are of every agent of a run (no
+    /// filter removes them, a tool set's tool of the same name is left out), and its
+    /// callbacks run after the runner plugins' and before the extensions' and the agent's
+    /// own. A sub-agent does not inherit it. This is how a library gives one agent a
+    /// capability that brings tools, such as a knowledge base (toolbelt-knowledge's
+    /// `KnowledgeAgentExt::knowledge`).
+    pub fn plugin(mut self, plugin: crate::Plugin) -> Self {
+        self.plugins.push(plugin);
+        self
+    }
+
     /// The agent. Fails without a model, on duplicate tool names, or when a tool uses the
     /// name of a framework tool.
     pub fn build(self) -> Result<LlmAgent, AgentError> {
@@ -360,6 +375,7 @@ impl LlmAgentBuilder {
             extension_callbacks: self.extensions.into_iter().map(|c| c.callbacks).collect(),
             runs_tool_callbacks,
             framework_tools,
+            plugins: self.plugins,
         })
     }
 }
@@ -421,6 +437,7 @@ impl LlmAgent {
             configure: Vec::new(),
             callbacks: Callbacks::new(),
             extensions: Vec::new(),
+            plugins: Vec::new(),
         }
     }
 
@@ -503,7 +520,11 @@ impl LlmAgent {
         run_filter: Option<&ToolFilter>,
         plugins: &[crate::Plugin],
     ) -> ToolSnapshot {
-        let plugin_tools: Vec<&DynTool> = plugins.iter().flat_map(|p| &p.tools).collect();
+        let plugin_tools: Vec<&DynTool> = plugins
+            .iter()
+            .chain(&self.plugins)
+            .flat_map(|p| &p.tools)
+            .collect();
         let mut tools = if plugin_tools.is_empty() {
             self.registry.snapshot(ctx).await
         } else {
@@ -555,7 +576,12 @@ impl LlmAgent {
 
     /// The callbacks in force for this agent in `inv`: the plugins', then its own.
     fn active_callbacks(&self, inv: &Invocation) -> Active {
-        let mut all: Vec<Callbacks> = inv.plugins.iter().map(|p| p.callbacks.clone()).collect();
+        let mut all: Vec<Callbacks> = inv
+            .plugins
+            .iter()
+            .chain(&self.plugins)
+            .map(|p| p.callbacks.clone())
+            .collect();
         all.extend(self.extension_callbacks.iter().cloned());
         all.push(self.callbacks.clone());
         Active(all)

@@ -363,3 +363,41 @@ async fn tool_callbacks_with_an_executor_of_ones_own_are_a_configuration_error()
     let error = built.expect_err("tool callbacks need the agent's executor");
     assert!(error.to_string().contains("tool callbacks"), "{error}");
 }
+
+#[tokio::test]
+async fn an_agents_own_plugin_runs_after_the_runners_and_before_the_agents_callbacks() {
+    let log = log();
+    let own = Plugin::new("own").callbacks(logging("own", &log));
+    let (_server, _, runner) = calculator(
+        [
+            Reply::tool_call("call_1", "multiply", r#"{"a":2,"b":3}"#),
+            Reply::text("6"),
+        ],
+        false,
+        |agent| agent.callbacks(logging("agent", &log)).plugin(own),
+    )
+    .await;
+    let runner = runner.with_plugin(Plugin::new("runner").callbacks(logging("runner", &log)));
+    let events = run(&runner, "s", "2 times 3?", RunOptions::new()).await;
+    no_errors(&events);
+    let stage = |stage: &str| -> Vec<String> {
+        ["runner", "own", "agent"]
+            .iter()
+            .map(|label| format!("{label}:{stage}:calc"))
+            .collect()
+    };
+    let expected: Vec<String> = [
+        "before_agent",
+        "before_model",
+        "after_model",
+        "before_tool",
+        "after_tool",
+        "before_model",
+        "after_model",
+        "after_agent",
+    ]
+    .iter()
+    .flat_map(|s| stage(s))
+    .collect();
+    assert_eq!(entries(&log), expected);
+}

@@ -144,6 +144,8 @@ pub struct AgentArgs {
     pub agents: Option<PathBuf>,
     #[command(flatten)]
     pub search: tool_search::ToolSearchArgs,
+    #[command(flatten)]
+    pub knowledge: crate::knowledge::KnowledgeArgs,
 }
 
 impl AgentArgs {
@@ -583,6 +585,8 @@ impl AgentSession {
         let rules =
             permissions::rules_from(args, &canonical_dir(&args.sources.dir)?, &delegations)?;
         let sessions = sessions_from(args).await?;
+        // Indexed before anything is opened: a failure leaves nothing to close.
+        let knowledge = args.knowledge.plugin(&args.sources.dir, progress).await?;
         let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?;
         let permit = Permit {
             rules: Arc::new(rules),
@@ -631,7 +635,10 @@ impl AgentSession {
                 return Err(err);
             }
         };
-        let runner = Runner::new(APP, agent).with_session_service(sessions);
+        let mut runner = Runner::new(APP, agent).with_session_service(sessions);
+        if let Some(knowledge) = knowledge {
+            runner = runner.with_plugin(knowledge);
+        }
         let runner = match args
             .search
             .apply(runner, search_model, &toolbox, progress)

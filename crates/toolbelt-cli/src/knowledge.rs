@@ -20,6 +20,9 @@ use toolbelt_knowledge::{
 use crate::common::{CliError, EXIT_OK, Outcome};
 use crate::progress::Progress;
 
+mod flag;
+pub use flag::KnowledgeArgs;
+
 /// `toolbelt knowledge ...`.
 #[derive(Subcommand, Debug)]
 pub enum KnowledgeCommand {
@@ -103,21 +106,26 @@ fn failed(err: impl std::fmt::Display) -> CliError {
     CliError::failed(err.to_string())
 }
 
-/// Opens the base; `create` makes the file's folder, otherwise a missing file is an error
-/// that says to index first.
+/// Opens the base in `db`; `create` makes the file's folder, otherwise a missing file is an
+/// error that says to index first.
 fn open(db: &DbArgs, create: bool) -> Result<KnowledgeBase, CliError> {
+    open_base(&db.db, create)
+}
+
+/// Opens the base in the file `db` (see [`open`]); also what `--knowledge` indexes into.
+fn open_base(db: &std::path::Path, create: bool) -> Result<KnowledgeBase, CliError> {
     if create {
-        if let Some(parent) = db.db.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .map_err(|e| failed(format!("{}: {e}", parent.display())))?;
         }
-    } else if !db.db.exists() {
+    } else if !db.exists() {
         return Err(CliError::usage(format!(
             "no knowledge base at {}; run `toolbelt knowledge index PATH...` first",
-            db.db.display()
+            db.display()
         )));
     }
-    let store = SqliteStore::open(&db.db).map_err(failed)?;
+    let store = SqliteStore::open(db).map_err(failed)?;
     Ok(KnowledgeBase::new(Arc::new(store)))
 }
 

@@ -170,6 +170,8 @@ pub struct ServeArgs {
     lock_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     search: crate::agent_cli::tool_search::ServeSearchArgs,
+    #[command(flatten)]
+    knowledge: crate::knowledge::KnowledgeArgs,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -214,6 +216,10 @@ pub async fn run(args: ServeArgs) -> Outcome {
         None => None,
     };
 
+    // Indexed before any aggregated server starts, so a failure leaves nothing behind.
+    let progress = crate::progress::Progress::on_stderr(false);
+    let knowledge = args.knowledge.tools(&args.sources.dir, &progress).await?;
+
     let upstream_options = UpstreamOptions {
         connect_timeout: Duration::from_secs_f64(args.connect_timeout),
         always_prefix: args.always_prefix,
@@ -235,6 +241,11 @@ pub async fn run(args: ServeArgs) -> Outcome {
     };
     let (toolbox, upstreams) = Toolbox::open_aggregating(&args.sources, upstream_options, reads)?;
     toolbox.announce_sandbox();
+    // Direct tools of the registry: an aggregated server's tool of the same name is renamed.
+    if let Err(err) = toolbox.registry.register_all(knowledge) {
+        toolbox.close().await;
+        return Err(CliError::usage(err.to_string()));
+    }
     if args.sources.mcp_config.is_none() {
         // Only the built-in tools: a name none of them has is a mistake worth saying. (An
         // aggregated server's tools are not known until it connects.)

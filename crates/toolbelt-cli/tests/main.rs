@@ -17,6 +17,7 @@ mod cli_basics;
 mod conformance;
 mod dialect_declarations;
 mod knowledge;
+mod knowledge_flag;
 mod mcp;
 mod mcp_client_features;
 #[cfg(feature = "otel")]

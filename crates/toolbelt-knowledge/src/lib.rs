@@ -16,7 +16,8 @@
 //! - [`Filter`]: the model's metadata filter, checked against declared [`FieldSpec`]s and
 //!   evaluated in memory, never handed to a store as query text.
 //! - [`knowledge_tools`]: the two tools, with citations, within a size budget;
-//!   `knowledge_plugin` (feature `agent`) makes them framework tools of a toolbelt-agent run.
+//!   `knowledge_plugin` (feature `agent`) makes them framework tools of a toolbelt-agent run,
+//!   and `KnowledgeAgentExt::knowledge` of one agent (`LlmAgent::builder(..).knowledge(base)?`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -61,7 +62,7 @@ pub use chunk::{Chunk, ChunkOptions, DocKind};
 pub use error::KnowledgeError;
 pub use filter::{FieldSpec, FieldType, Filter};
 #[cfg(feature = "agent")]
-pub use plugin::knowledge_plugin;
+pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
 pub use source::{MAX_FILE_BYTES, MAX_FILES, Source};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use toolbelt_agent::{LlmAgent, RunOptions, Runner};
 use toolbelt_core::ToolFilter;
 use toolbelt_knowledge::{
-    KnowledgeBase, KnowledgeToolOptions, MemoryStore, Source, knowledge_plugin,
+    KnowledgeAgentExt, KnowledgeBase, KnowledgeToolOptions, MemoryStore, Source, knowledge_plugin,
     knowledge_search_tool,
 };
 use toolbelt_model::testing::{Reply, ScriptedServer};
@@ -97,4 +97,54 @@ async fn an_agents_own_tool_may_not_take_a_knowledge_tools_name() {
     };
     let error = error.to_string();
     assert!(error.contains("reserved for the framework"), "{error}");
+}
+
+#[tokio::test]
+async fn the_builders_knowledge_reaches_that_agent_alone_through_its_filter() {
+    let (_dir, base) = base().await;
+    let server = ScriptedServer::start([
+        Reply::tool_call("k1", "knowledge_search", r#"{"query":"rollback"}"#),
+        Reply::tool_call("t1", "transfer_to_agent", r#"{"agent_name":"helper"}"#),
+        Reply::text("the helper answers"),
+    ])
+    .await
+    .unwrap();
+    let helper = LlmAgent::builder("helper")
+        .description("Helps")
+        .model(model(&server))
+        .build()
+        .unwrap();
+    let agent = LlmAgent::builder("ops")
+        .model(model(&server))
+        .tool_filter(ToolFilter::include_names(["nothing"]))
+        .sub_agent(Arc::new(helper))
+        .knowledge(base)
+        .unwrap()
+        .build()
+        .unwrap();
+    let events = Runner::new("app", Arc::new(agent))
+        .run("user", "s", "how do I roll back?", RunOptions::new())
+        .collect_all()
+        .await;
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        [
+            "agentic_knowledge_search",
+            "knowledge_search",
+            "transfer_to_agent"
+        ]
+    );
+    let results: Vec<_> = events.iter().filter_map(|e| e.tool_result()).collect();
+    assert!(
+        results[0].content.contains("ops.md:3-5 — Ops > Rollback"),
+        "{}",
+        results[0].content
+    );
+    // The sub-agent was not given the base.
+    let helper_tools = requests[2].tool_names();
+    assert!(
+        !helper_tools.iter().any(|t| t.contains("knowledge")),
+        "{helper_tools:?}"
+    );
 }

@@ -1,0 +1,127 @@
+//! `--knowledge PATH` on `run`, `chat` and `serve` (and `ui`, which takes `run`'s flags):
+//! the files, folders and globs given are indexed on start into the SQLite knowledge base
+//! `toolbelt knowledge index` writes (`.toolbelt/knowledge.db` in `--dir`, or
+//! `--knowledge-db FILE`), and the two knowledge tools search it.
+//!
+//! Indexing is incremental, as `knowledge index` is: a second start re-chunks only the files
+//! that changed, and removes from the base the files no longer named. A spinner shows on
+//! stderr while it runs when stderr is a terminal; one summary line follows either way (on
+//! stderr: a run's stdout carries the answer, serve's stdio carries the protocol).
+//!
+//! An agent (`run`, `chat`) gets the tools as framework tools ([`KnowledgeArgs::plugin`]):
+//! no `--tools` filter removes them and no MCP server's tool can take their names. `serve`
+//! registers them as direct tools of its registry ([`KnowledgeArgs::tools`]), which the
+//! aggregated servers' tools never displace (a clash renames the server's tool).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use toolbelt::DynTool;
+use toolbelt::agent::Plugin;
+use toolbelt_knowledge::{
+    KnowledgeBase, KnowledgeToolOptions, Source, knowledge_plugin, knowledge_tools,
+};
+
+use super::open_base;
+use crate::common::CliError;
+use crate::progress::Progress;
+
+/// The knowledge base file in `--dir` when `--knowledge-db` is not given.
+const DEFAULT_DB: &str = ".toolbelt/knowledge.db";
+
+/// The knowledge flags `run`, `chat` and `serve` share.
+#[derive(Args, Debug, Clone, Default)]
+pub struct KnowledgeArgs {
+    /// Give the model the knowledge_search and agentic_knowledge_search tools over these
+    /// files, folders (.gitignore honoured) or globs, indexed on start (repeatable;
+    /// incremental: only what changed since the last start is chunked again).
+    #[arg(long = "knowledge", value_name = "PATH")]
+    pub knowledge: Vec<String>,
+    /// The knowledge base file --knowledge indexes into (SQLite; default
+    /// .toolbelt/knowledge.db in --dir). It holds exactly the --knowledge sources afterwards.
+    #[arg(long, value_name = "FILE", requires = "knowledge")]
+    pub knowledge_db: Option<PathBuf>,
+}
+
+impl KnowledgeArgs {
+    /// Whether `--knowledge` was given.
+    pub fn enabled(&self) -> bool {
+        !self.knowledge.is_empty()
+    }
+
+    /// The knowledge base file for the project directory `dir`.
+    fn db(&self, dir: &Path) -> PathBuf {
+        self.knowledge_db
+            .clone()
+            .unwrap_or_else(|| dir.join(DEFAULT_DB))
+    }
+
+    /// Opens the base and indexes the sources into it; `None` without `--knowledge`.
+    /// `progress` is the command's status line (drawn only on a terminal).
+    pub async fn index(
+        &self,
+        dir: &Path,
+        progress: &Progress,
+    ) -> Result<Option<Arc<KnowledgeBase>>, CliError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        for location in &self.knowledge {
+            if location.contains("://") {
+                return Err(CliError::usage(format!(
+                    "--knowledge {location:?}: URL sources are not supported yet; name files, \
+                     folders or globs"
+                )));
+            }
+        }
+        let db = self.db(dir);
+        let base = open_base(&db, true)?;
+        let sources: Vec<Source> = self.knowledge.iter().map(Source::new).collect();
+        progress.spin(format!("indexing knowledge: {}", self.knowledge.join(" ")));
+        let report = base.index(&sources).await;
+        progress.hide();
+        let report = report.map_err(|e| CliError::failed(format!("--knowledge: {e}")))?;
+        eprintln!(
+            "toolbelt: knowledge: {} files ({} added, {} changed, {} unchanged, {} removed), \
+             {} chunks in {}; {}",
+            report.files,
+            report.added,
+            report.changed,
+            report.unchanged,
+            report.removed,
+            report.chunks,
+            db.display(),
+            base.mode().describe()
+        );
+        if report.files == 0 {
+            eprintln!("toolbelt: warning: --knowledge found no files to index");
+        }
+        Ok(Some(Arc::new(base)))
+    }
+
+    /// The knowledge plugin for an agent's runner (see the module docs); `None` without
+    /// `--knowledge`.
+    pub async fn plugin(
+        &self,
+        dir: &Path,
+        progress: &Progress,
+    ) -> Result<Option<Plugin>, CliError> {
+        let Some(base) = self.index(dir, progress).await? else {
+            return Ok(None);
+        };
+        knowledge_plugin(base, KnowledgeToolOptions::default())
+            .map(Some)
+            .map_err(|e| CliError::failed(e.to_string()))
+    }
+
+    /// The two tools for serve's registry (see the module docs); empty without
+    /// `--knowledge`.
+    pub async fn tools(&self, dir: &Path, progress: &Progress) -> Result<Vec<DynTool>, CliError> {
+        let Some(base) = self.index(dir, progress).await? else {
+            return Ok(Vec::new());
+        };
+        knowledge_tools(base, KnowledgeToolOptions::default())
+            .map_err(|e| CliError::failed(e.to_string()))
+    }
+}
