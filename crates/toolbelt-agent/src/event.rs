@@ -174,6 +174,34 @@ pub enum EventKind {
         /// The calls, as recorded in the model's response.
         calls: Vec<ToolCall>,
     },
+    /// A call the permission rules ask about, in a run nobody could be asked in: it has not
+    /// run, and the run ends after this turn's other calls. Resume the session with a
+    /// [`Decision`](crate::Decision) for it ([`RunOptions::decide`](crate::RunOptions::decide));
+    /// [`pending_approvals`](crate::pending_approvals) lists the undecided ones.
+    ApprovalRequested {
+        /// The call's recorded id.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments as the model wrote them (a JSON object's text).
+        arguments: String,
+        /// Why it needs approval (the rule that asked, or the default).
+        reason: String,
+        /// What a person should see to decide: the command, the file's diff.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preview: Option<String>,
+    },
+    /// A person's decision on a requested approval, stored as the resumed run applies it
+    /// (before an approved call runs, so a run that dies while the call runs never runs it
+    /// again: the next resume records its outcome as unknown).
+    ApprovalDecided {
+        /// The call's recorded id.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The decision.
+        decision: crate::Decision,
+    },
     /// Something the user should know that does not stop the run (the answer was cut at the
     /// token limit, a tool set failed to list).
     Warning {
@@ -234,6 +262,8 @@ impl EventKind {
             EventKind::ToolProgress { .. } => "tool_progress",
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::PendingToolCalls { .. } => "pending_tool_calls",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalDecided { .. } => "approval_decided",
             EventKind::Warning { .. } => "warning",
             EventKind::Error { .. } => "error",
             EventKind::NodeStarted { .. } => "node_started",

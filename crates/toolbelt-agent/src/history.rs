@@ -19,6 +19,9 @@
 //!   each call ends, which is completion order);
 //! - drops `tool` messages that answer no call of the assistant message right before them
 //!   (or answer one that was already answered);
+//! - moves a user or system message that came while a turn's calls were still unanswered
+//!   (a run paused for approval, calls handed back to the caller) after that turn's results,
+//!   which may be stored after it;
 //! - adds, for every call left without an answer, a `tool` message saying that no result was
 //!   recorded.
 //!
@@ -77,6 +80,8 @@ fn entries_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<E
             | EventKind::ToolChunk { .. }
             | EventKind::ToolProgress { .. }
             | EventKind::PendingToolCalls { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalDecided { .. }
             | EventKind::Warning { .. }
             | EventKind::Error { .. }
             | EventKind::NodeStarted { .. }
@@ -185,14 +190,19 @@ fn sanitize_entries(entries: Vec<Entry>) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
     // The calls of the latest assistant turn, in call order, while its tool block lasts.
     let mut open: Vec<OpenCall> = Vec::new();
+    // User and system messages that arrived while calls of the open turn were still
+    // unanswered (a run paused for approval, calls handed back): they follow the turn's
+    // results, which may be stored after them.
+    let mut held: Vec<Entry> = Vec::new();
 
     let close =
-        |out: &mut Vec<Entry>, open: &mut Vec<OpenCall>| {
+        |out: &mut Vec<Entry>, open: &mut Vec<OpenCall>, held: &mut Vec<Entry>| {
             for call in open.drain(..) {
                 out.push(call.answer.unwrap_or_else(|| {
                     Entry::text(Message::tool(call.id, call.name, MISSING_RESULT))
                 }));
             }
+            out.append(held);
         };
 
     for mut entry in entries {
@@ -214,7 +224,12 @@ fn sanitize_entries(entries: Vec<Entry>) -> Vec<Entry> {
             }
             continue;
         }
-        close(&mut out, &mut open);
+        let waits = open.iter().any(|c| c.answer.is_none());
+        if waits && matches!(entry.message.role, Role::User | Role::System) {
+            held.push(entry);
+            continue;
+        }
+        close(&mut out, &mut open, &mut held);
         if entry.message.has_tool_calls() {
             let original = std::mem::take(&mut entry.message.tool_calls);
             let recorded = record_tool_calls(&original, |_| None);
@@ -232,7 +247,7 @@ fn sanitize_entries(entries: Vec<Entry>) -> Vec<Entry> {
         }
         out.push(entry);
     }
-    close(&mut out, &mut open);
+    close(&mut out, &mut open, &mut held);
     out
 }
 
@@ -347,15 +362,32 @@ mod tests {
     }
 
     #[test]
+    fn a_user_message_while_calls_wait_follows_their_late_results() {
+        // A run paused for approval: the user writes, and the decided call's result is
+        // stored after the message.
+        let out = sanitize(vec![
+            calls(&["a", "b"]),
+            Message::tool("a", "t", "early"),
+            Message::user("go on"),
+            Message::tool("b", "t", "late"),
+        ]);
+        let texts: Vec<&str> = out[1..].iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(texts, ["early", "late", "go on"]);
+        assert_eq!(out[3].role, Role::User);
+    }
+
+    #[test]
     fn results_after_another_turn_are_orphans() {
         let out = sanitize(vec![
             calls(&["a"]),
             Message::user("interrupting"),
+            Message::assistant("a new turn"),
             Message::tool("a", "t", "late"),
         ]);
-        assert_eq!(out.len(), 3);
+        assert_eq!(out.len(), 4);
         assert_eq!(out[1].content, MISSING_RESULT);
         assert_eq!(out[2].role, Role::User);
+        assert_eq!(out[3].role, Role::Assistant);
     }
 
     #[test]

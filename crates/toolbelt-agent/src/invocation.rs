@@ -29,6 +29,9 @@ pub struct RunOptions {
     pub runtime_state: Map<String, Value>,
     /// Cancels the run when fired (dropping the event stream does too).
     pub cancellation: Option<CancellationToken>,
+    /// A person's decisions on the session's requested approvals, by call id (see
+    /// [`crate::approval`]): the run applies them before it asks the model anything.
+    pub decisions: std::collections::HashMap<String, crate::Decision>,
 }
 
 impl RunOptions {
@@ -64,6 +67,15 @@ impl RunOptions {
     /// Cancels the run when `token` fires.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = Some(token);
+        self
+    }
+
+    /// Decides the requested approval of the call `call_id` (an
+    /// [`EventKind::ApprovalRequested`] of the session): resume the session with an empty
+    /// input and these options to apply it. An open approval left undecided by a resume is
+    /// answered as not approved.
+    pub fn decide(mut self, call_id: impl Into<String>, decision: crate::Decision) -> Self {
+        self.decisions.insert(call_id.into(), decision);
         self
     }
 }
@@ -323,6 +335,13 @@ impl Invocation {
             plugins: self.plugins.clone(),
             run_values: Arc::default(),
         }
+    }
+
+    /// Whether a call asked about here can pause the run (see [`crate::approval`]): only in
+    /// a root run (or one it transferred to) whose conversation is stored in the session, so
+    /// that a later run can resume it. An agent run by a tool cannot pause its caller's call.
+    pub(crate) fn can_pause(&self) -> bool {
+        self.depth == 0 && matches!(self.history, HistoryStore::Session(_))
     }
 
     /// How many child invocations lie between this one and the root of the run: 0 for the

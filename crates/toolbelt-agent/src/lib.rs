@@ -102,6 +102,7 @@
 
 mod agent;
 mod agent_tool;
+pub mod approval;
 pub mod callbacks;
 mod error;
 mod event;
@@ -118,6 +119,7 @@ pub mod tool_search;
 
 pub use agent::{Agent, DynAgent, find_agent};
 pub use agent_tool::{AgentTool, DEFAULT_MAX_AGENT_DEPTH, HistoryScope, InnerTextMode};
+pub use approval::{Decision, PendingApproval, pending_approvals};
 pub use callbacks::{CallbackChain, CallbackError, Callbacks, tool_callback_hooks};
 pub use error::AgentError;
 pub use event::{ErrorKind, Event, EventKind, ToolResult};

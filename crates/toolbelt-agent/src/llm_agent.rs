@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{
     BatchEvent, BatchItem, BatchOptions, CallResult, ExecutionMode, Executor, ExecutorBuilder,
-    Registry, Retry, ToolSetOptions, ToolSetRefresh, ToolSnapshot, repair_arguments,
+    Registry, Retry, RunApprovals, ToolSetOptions, ToolSetRefresh, ToolSnapshot, repair_arguments,
 };
 use toolbelt_model::{
     DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall, Usage,
@@ -404,6 +404,8 @@ struct TurnCalls {
     to_run: Vec<ToolCall>,
     /// As recorded in the response event and the history.
     recorded: Vec<ToolCall>,
+    /// The calls in `to_run` (by id) whose arguments a person changed before they ran.
+    edited: HashSet<String>,
 }
 
 /// What one turn's tool calls came to.
@@ -611,6 +613,16 @@ impl LlmAgent {
             .with_extension(self.active_callbacks(inv))
     }
 
+    /// What the calls of `inv` know about approvals: none given yet, and whether an ask
+    /// nobody can answer now pauses the run (see [`crate::approval`]).
+    fn run_approvals(inv: &Invocation) -> RunApprovals {
+        if inv.can_pause() {
+            RunApprovals::pausing()
+        } else {
+            RunApprovals::default()
+        }
+    }
+
     async fn request(&self, inv: &Invocation, tools: &ToolSnapshot) -> Result<Request, AgentError> {
         let events = inv.history().await?;
         let mut messages = Vec::with_capacity(events.len() + 1);
@@ -685,7 +697,11 @@ impl LlmAgent {
             inv.emit(inv.new_event(EventKind::Warning { message }))
                 .await?;
         }
-        Ok(Some(TurnCalls { to_run, recorded }))
+        Ok(Some(TurnCalls {
+            to_run,
+            recorded,
+            edited: HashSet::new(),
+        }))
     }
 
     /// Calls the model: emits its deltas and returns its complete message, or `None` after
@@ -758,12 +774,14 @@ impl LlmAgent {
         Ok(Some(response))
     }
 
-    /// Runs one turn's tool calls (recorded ids) and emits each result.
+    /// Runs one turn's tool calls (recorded ids) and emits each result; a call that awaits
+    /// approval is emitted as a request instead, and the run stops after the turn.
     async fn run_tools(
         &self,
         inv: &Invocation,
         tools: &ToolSnapshot,
         calls: &TurnCalls,
+        approvals: RunApprovals,
     ) -> Result<TurnEnd, AgentError> {
         let recorded = &calls.recorded;
         let batch: Vec<toolbelt_exec::ToolCall> = calls
@@ -772,9 +790,10 @@ impl LlmAgent {
             .map(|call| toolbelt_exec::ToolCall::new(&call.id, call.name(), call.arguments()))
             .collect();
         let options = self.batch_options(Some(inv)).snapshot(tools.clone());
-        let ctx = self.tool_context(inv);
+        let ctx = self.tool_context(inv).with_extension(approvals);
         let mut events = self.executor.execute_batch_stream(&ctx, &batch, &options);
         let mut pending: Vec<Option<ToolCall>> = vec![None; batch.len()];
+        let mut paused = false;
         while let Some(event) = events.next().await {
             if inv.is_cancelled() {
                 // Keep polling: the calls see their cancellation and end on their own terms
@@ -806,10 +825,30 @@ impl LlmAgent {
                     update,
                 },
                 BatchEvent::Done {
+                    index,
                     item: BatchItem::Done(result),
-                    ..
-                } => EventKind::ToolResult {
-                    result: tool_result(result),
+                } => match result.result {
+                    Err(ToolError::AwaitingApproval { reason, preview }) => {
+                        paused = true;
+                        EventKind::ApprovalRequested {
+                            arguments: batch
+                                .get(index)
+                                .map_or_else(String::new, |c| c.arguments.clone()),
+                            call_id: result.call_id,
+                            name: result.tool_name,
+                            reason,
+                            preview,
+                        }
+                    }
+                    _ => {
+                        let mut result = tool_result(result);
+                        if calls.edited.contains(&result.call_id) {
+                            let arguments = batch.get(index).map_or("", |c| &c.arguments);
+                            let note = crate::approval::edited_note(arguments);
+                            result.content.insert_str(0, &note);
+                        }
+                        EventKind::ToolResult { result }
+                    }
                 },
                 BatchEvent::Done {
                     index,
@@ -852,7 +891,7 @@ impl LlmAgent {
             changes.insert(AWAIT_USER_REPLY_STATE_KEY.into(), json!(self.name));
             inv.update_session_state(changes).await?;
         }
-        if handed_back {
+        if handed_back || paused {
             return Ok(TurnEnd::Stop);
         }
         if let Some(target) = transfer_to {
@@ -981,6 +1020,9 @@ impl LlmAgent {
             inv.emit(inv.new_event(EventKind::Warning { message }))
                 .await?;
         }
+        if let TurnEnd::Stop = self.settle_approvals(inv, &tools).await? {
+            return Ok(());
+        }
         let mut tool_turns = 0;
         let mut warned = HashSet::new();
         loop {
@@ -1003,13 +1045,118 @@ impl LlmAgent {
                 return emit_error(inv, ErrorKind::MaxIterations, text).await;
             }
             tool_turns += 1;
-            match self.run_tools(inv, &tools, &calls).await? {
+            match self
+                .run_tools(inv, &tools, &calls, Self::run_approvals(inv))
+                .await?
+            {
                 TurnEnd::Continue => {}
                 TurnEnd::Stop => return Ok(()),
             }
         }
     }
 }
+
+impl LlmAgent {
+    /// Applies the run's decisions to the approvals this agent asked for in the session's
+    /// last turn (see [`crate::approval`]), before the model is asked anything.
+    async fn settle_approvals(
+        &self,
+        inv: &Invocation,
+        tools: &ToolSnapshot,
+    ) -> Result<TurnEnd, AgentError> {
+        use crate::Decision;
+        use crate::approval::{denied, open_approvals, undecided, unknown_outcome};
+        // Once per run, by its first agent (the runner routes a resume to the agent that
+        // asked): an agent transferred to later in the run, or run by a tool, has nothing to
+        // settle and must not read the decisions as its own.
+        let first = !inv
+            .run_value_or_default::<ApprovalsSettled>()
+            .0
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        if !(first && inv.can_pause()) {
+            return Ok(TurnEnd::Continue);
+        }
+        let open = open_approvals(&inv.history().await?).of(&self.name);
+        // A decision for a call nobody waits on (decided twice, a wrong id) must not pass
+        // for an answer: the run stops there and says so, and runs nothing.
+        let mut stray: Vec<&str> = inv
+            .options()
+            .decisions
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !open.pending.iter().any(|p| p.call_id == *id))
+            .collect();
+        if !stray.is_empty() {
+            stray.sort_unstable();
+            let message = format!(
+                "no approval of agent {} awaits a decision for call {} (already decided, or \
+                 never asked); nothing was run",
+                self.name,
+                stray.join(", ")
+            );
+            emit_error(inv, ErrorKind::Config, message).await?;
+            return Ok(TurnEnd::Stop);
+        }
+        if open.is_empty() {
+            return Ok(TurnEnd::Continue);
+        }
+        for (_, call_id, name) in &open.interrupted {
+            let result = unknown_outcome(call_id, name);
+            inv.emit(inv.new_event(EventKind::ToolResult { result }))
+                .await?;
+        }
+        let mut approvals = Self::run_approvals(inv);
+        let mut to_run = Vec::new();
+        let mut edited = HashSet::new();
+        for call in open.pending {
+            let Some(decision) = inv.options().decisions.get(&call.call_id).cloned() else {
+                let result = undecided(&call);
+                inv.emit(inv.new_event(EventKind::ToolResult { result }))
+                    .await?;
+                continue;
+            };
+            let arguments = match &decision {
+                Decision::Approve => Some(call.arguments.clone()),
+                Decision::Edit { arguments } => {
+                    edited.insert(call.call_id.clone());
+                    Some(arguments.to_string())
+                }
+                Decision::Deny { .. } => None,
+            };
+            let kind = EventKind::ApprovalDecided {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                decision: decision.clone(),
+            };
+            inv.emit(inv.new_event(kind)).await?;
+            match (arguments, decision) {
+                (Some(arguments), _) => {
+                    approvals = approvals.approve(&call.call_id);
+                    to_run.push(ToolCall::new(call.call_id, call.name, arguments));
+                }
+                (None, Decision::Deny { message }) => {
+                    let result = denied(&call, message.as_deref());
+                    inv.emit(inv.new_event(EventKind::ToolResult { result }))
+                        .await?;
+                }
+                (None, _) => {}
+            }
+        }
+        if to_run.is_empty() {
+            return Ok(TurnEnd::Continue);
+        }
+        let calls = TurnCalls {
+            recorded: to_run.clone(),
+            to_run,
+            edited,
+        };
+        self.run_tools(inv, tools, &calls, approvals).await
+    }
+}
+
+/// Marks a run whose approvals were settled (see [`LlmAgent::settle_approvals`]).
+#[derive(Default)]
+struct ApprovalsSettled(std::sync::atomic::AtomicBool);
 
 /// The JSON value of an agent's name, as stored for await_user_reply routing.
 pub(crate) fn route_target(value: &Value) -> Option<&str> {

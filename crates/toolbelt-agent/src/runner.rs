@@ -82,6 +82,14 @@ impl Stream for EventStream {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunInput(pub Vec<Message>);
 
+impl RunInput {
+    /// No new message: a run that resumes the session, to apply a person's decisions on
+    /// requested approvals ([`RunOptions::decide`](crate::RunOptions::decide)).
+    pub fn resume() -> Self {
+        RunInput(Vec::new())
+    }
+}
+
 impl From<Message> for RunInput {
     fn from(message: Message) -> Self {
         RunInput(vec![message])
@@ -233,7 +241,8 @@ impl Runner {
     }
 
     /// The agent that answers this input: for role=tool results, the agent whose calls
-    /// were handed back; for a user message, the one a pending await_user_reply route names
+    /// were handed back; for decisions on requested approvals, the agent that asked; for a
+    /// user message, the one a pending await_user_reply route names
     /// (consuming the route); else the root.
     async fn agent_for(
         &self,
@@ -255,6 +264,16 @@ impl Runner {
             });
             let agent = asker.and_then(|event| find_agent(&self.root, &event.author));
             return Ok(agent.unwrap_or_else(|| self.root.clone()));
+        }
+        // A resume with decisions (or with nothing new) goes to the agent that asked for
+        // them. Only then is the session read here: the agent reads it anyway, but a
+        // plain turn should not pay for it twice.
+        if !root.options().decisions.is_empty() || input.is_empty() {
+            let events = self.sessions.events(root.session()).await?;
+            let open = crate::approval::open_approvals(&events);
+            if let Some(agent) = open.asker().and_then(|name| find_agent(&self.root, name)) {
+                return Ok(agent);
+            }
         }
         let from_user = input.iter().any(|m| m.role == Role::User);
         if !(self.await_user_reply_routing && from_user) {

@@ -6,6 +6,7 @@ mod agent_support;
 
 mod agent_loop;
 mod agent_tool;
+mod approvals;
 mod attack_framework_names;
 mod callbacks;
 mod loud_failures;

@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::Args;
 use toolbelt::agent::session::open_url;
 use toolbelt::agent::{
-    AgentError, DynAgent, EventStream, InMemorySessionService, LlmAgent, RunOptions, Runner,
-    SessionService,
+    AgentError, Decision, DynAgent, EventStream, InMemorySessionService, LlmAgent, RunInput,
+    RunOptions, Runner, SessionService,
 };
 use toolbelt::exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Timeout};
 use toolbelt::model::{
@@ -528,7 +528,7 @@ pub async fn stop_signal() -> StopSignal {
 }
 
 /// How a watched run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunEnd {
     /// The run completed (possibly with an error event).
     Completed(RunSummary),
@@ -675,18 +675,29 @@ impl AgentSession {
         })
     }
 
-    /// Starts a run of `input` in the session, for the local user.
-    pub fn start(&self, input: &str) -> EventStream {
-        self.start_in(&self.session_id, input)
-    }
-
     /// Starts a run of `input` in another session of the same store (the web UI's chat box).
     pub fn start_in(&self, session_id: &str, input: &str) -> EventStream {
+        self.runner.run(USER, session_id, input, self.options())
+    }
+
+    /// Starts a run of `input` in the session applying a person's `decisions` on its
+    /// requested approvals (`toolbelt run --approve`).
+    pub fn start_with(
+        &self,
+        input: RunInput,
+        decisions: std::collections::HashMap<String, Decision>,
+    ) -> EventStream {
+        let mut options = self.options();
+        options.decisions = decisions;
+        self.runner.run(USER, &self.session_id, input, options)
+    }
+
+    fn options(&self) -> RunOptions {
         let mut options = RunOptions::new();
         if let Some(filter) = &self.tool_filter {
             options = options.tool_filter(filter.clone());
         }
-        self.runner.run(USER, session_id, input, options)
+        options
     }
 
     /// Tells how to resume a stored session, then closes the tool sets.

@@ -26,6 +26,9 @@ pub const EXIT_TOOL_FAILED: u8 = 1;
 /// The command was used wrongly: bad flags, an unknown tool, invalid arguments, a
 /// configuration that cannot be loaded.
 pub const EXIT_USAGE: u8 = 2;
+/// The run paused: a tool call waits for a person's approval (`toolbelt run` with
+/// `--session` and no terminal to ask on); resume it with `--approve` / `--reject` / `--edit`.
+pub const EXIT_AWAITING_APPROVAL: u8 = 3;
 
 /// How many times an MCP tool set reconnects after its server dies before a call fails.
 const MCP_RECONNECT_ATTEMPTS: u8 = 3;

@@ -4,44 +4,142 @@
 //! With `--json`, stdout carries every event of the run instead, one JSON object per line
 //! (the `toolbelt::agent::Event` serde form, a stable format).
 //!
+//! Approvals: on a terminal, a call the permission rules ask about is asked there. Without
+//! one (a script, CI) and with `--session`, the run pauses instead: the calls wait in the
+//! session with what a person needs to decide (the command, the diff), the run ends with
+//! exit code 3, and `toolbelt run --session F --session-id ID --approve CALL` (or `--reject`,
+//! `--edit`) resumes it, from any process, later. Without `--session` there is nothing to
+//! resume, so such a call is refused and the model is told.
+//!
 //! Exit codes: 0 the run completed, 1 it ended with an error event (the model or the session
-//! store failed, too many tool rounds), 2 bad flags or no model configured, 130 after SIGINT
-//! and 143 after SIGTERM (the run is cancelled and its tools stopped first).
+//! store failed, too many tool rounds), 2 bad flags or no model configured, 3 it paused for
+//! approval, 130 after SIGINT and 143 after SIGTERM (the run is cancelled and its tools
+//! stopped first).
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
 
 use clap::Args;
+use toolbelt::agent::{Decision, RunInput};
 
 use crate::agent_cli::{
     AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, approval_from, model_from,
     shared_stdin, watch_run,
 };
-use crate::common::{CliError, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
+use crate::common::{CliError, EXIT_AWAITING_APPROVAL, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
+
+/// The largest `--edit` arguments file read, in bytes.
+const MAX_EDIT_BYTES: u64 = 1 << 20;
 
 /// Flags of `toolbelt run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// What to ask the agent (`-` reads it from stdin).
-    prompt: String,
+    /// What to ask the agent (`-` reads it from stdin). Leave it out to resume a paused
+    /// session with decisions only.
+    prompt: Option<String>,
     /// Print every event of the run on stdout as one JSON object per line (a stable format:
     /// see the README) instead of the answer.
     #[arg(long)]
     json: bool,
+    /// Approve the paused call CALL (its id, as the pause printed it) and resume the session.
+    #[arg(long, value_name = "CALL", requires = "session_id")]
+    approve: Vec<String>,
+    /// Refuse the paused call CALL; `CALL=MESSAGE` tells the model why. (`--deny` is a
+    /// permission rule.)
+    #[arg(long, value_name = "CALL[=MESSAGE]", requires = "session_id")]
+    reject: Vec<String>,
+    /// Run the paused call CALL with the JSON arguments in FILE instead of the model's.
+    #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
+    edit: Vec<String>,
     #[command(flatten)]
     agent: AgentArgs,
 }
 
+impl RunArgs {
+    /// The decisions the flags give, by call id; a call decided twice is a usage error.
+    fn decisions(&self) -> Result<HashMap<String, Decision>, CliError> {
+        let mut decisions = HashMap::new();
+        let mut add = |id: &str, decision: Decision| {
+            if id.is_empty() {
+                return Err(CliError::usage("a decision needs the call's id"));
+            }
+            if decisions.insert(id.to_string(), decision).is_some() {
+                return Err(CliError::usage(format!("call {id} is decided twice")));
+            }
+            Ok(())
+        };
+        for id in &self.approve {
+            add(id, Decision::Approve)?;
+        }
+        for flag in &self.reject {
+            let (id, message) = match flag.split_once('=') {
+                Some((id, message)) => (id, Some(message.to_string())),
+                None => (flag.as_str(), None),
+            };
+            add(id, Decision::Deny { message })?;
+        }
+        for flag in &self.edit {
+            let Some((id, file)) = flag.split_once('=') else {
+                return Err(CliError::usage(format!(
+                    "--edit {flag}: expected CALL=FILE (a file holding the JSON arguments)"
+                )));
+            };
+            add(
+                id,
+                Decision::Edit {
+                    arguments: edited_arguments(file)?,
+                },
+            )?;
+        }
+        Ok(decisions)
+    }
+}
+
+/// The JSON object in `file` (bounded), for `--edit`.
+fn edited_arguments(file: &str) -> Result<serde_json::Value, CliError> {
+    use std::io::Read;
+    let refuse = |why: String| CliError::usage(format!("--edit {file}: {why}"));
+    let opened = std::fs::File::open(file).map_err(|e| refuse(e.to_string()))?;
+    let mut text = String::new();
+    opened
+        .take(MAX_EDIT_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| refuse(e.to_string()))?;
+    if text.len() as u64 > MAX_EDIT_BYTES {
+        return Err(refuse(format!("larger than {MAX_EDIT_BYTES} bytes")));
+    }
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(value) if value.is_object() => Ok(value),
+        Ok(_) => Err(refuse("the arguments must be a JSON object".into())),
+        Err(e) => Err(refuse(format!("not JSON: {e}"))),
+    }
+}
+
 /// Runs `toolbelt run`.
 pub async fn run(args: RunArgs) -> Outcome {
+    let decisions = args.decisions()?;
     // The model first: without one there is nothing to do, and nothing should be opened.
     let model = model_from(&args.agent)?;
-    let prompt = if args.prompt == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?
-    } else {
-        args.prompt.clone()
+    let input = match args.prompt.as_deref() {
+        Some("-") => Some(
+            std::io::read_to_string(std::io::stdin())
+                .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?,
+        ),
+        other => other.map(str::to_string),
     };
-    if prompt.trim().is_empty() {
-        return Err(CliError::usage("the prompt is empty"));
-    }
+    let input = match input {
+        Some(prompt) if prompt.trim().is_empty() => {
+            return Err(CliError::usage("the prompt is empty"));
+        }
+        Some(prompt) => RunInput::from(prompt),
+        None if decisions.is_empty() => {
+            return Err(CliError::usage(
+                "give a prompt, or decisions (--approve, --reject, --edit) to resume a paused \
+                 session with",
+            ));
+        }
+        None => RunInput::resume(),
+    };
     let format = if args.json {
         Format::Json
     } else {
@@ -49,10 +147,14 @@ pub async fn run(args: RunArgs) -> Outcome {
     };
     let spinner = Spinner::new(format);
     let model = model.with_retry_observer(spinner.retry_observer());
-    let approval = approval_from(&shared_stdin(), &spinner);
+    // A stored session can pause for a person who is not at this terminal; the terminal's
+    // approver would only refuse.
+    let pauses = args.agent.session.is_some() && !std::io::stdin().is_terminal();
+    let approval = approval_from(&shared_stdin(), &spinner).filter(|_| !pauses);
     let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let mut renderer = Renderer::new(spinner, format);
-    let end = watch_run(&mut renderer, session.start(&prompt)).await;
+    let end = watch_run(&mut renderer, session.start_with(input, decisions)).await;
+    let session_id = session.session_id.clone();
     session.close(&args.agent).await;
     match end {
         RunEnd::Stopped(signal) => {
@@ -60,6 +162,25 @@ pub async fn run(args: RunArgs) -> Outcome {
             Ok(signal.exit_code())
         }
         RunEnd::Completed(summary) if summary.failed => Ok(EXIT_TOOL_FAILED),
+        RunEnd::Completed(summary) if !summary.awaiting.is_empty() => {
+            let file = args
+                .agent
+                .session
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let ids = summary.awaiting.join(" | ");
+            eprintln!(
+                "toolbelt: paused for approval of {} call(s); resume with\n  toolbelt run \
+                 --session {} --session-id {} --approve CALL (or --reject CALL[=WHY], --edit \
+                 CALL=FILE), for CALL in: {}",
+                summary.awaiting.len(),
+                toolbelt::visible(&file),
+                toolbelt::visible(&session_id),
+                toolbelt::visible(&ids),
+            );
+            Ok(EXIT_AWAITING_APPROVAL)
+        }
         RunEnd::Completed(_) => Ok(EXIT_OK),
     }
 }

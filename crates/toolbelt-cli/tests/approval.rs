@@ -5,6 +5,7 @@
 use crate::run_support;
 
 use std::path::Path;
+use std::time::Duration;
 
 use run_support::{
     output, output_on_terminal, project, read_file, text, tool_contents, toolbelt, write_new_file,
@@ -222,4 +223,173 @@ async fn piped_chat_refuses_calls_that_need_approval_even_if_a_line_says_yes() {
     assert!(stderr.contains("not a terminal"), "{stderr}");
     // The "y" was the next message, not an answer.
     assert_eq!(server.requests().len(), 3, "{stderr}");
+}
+
+/// `toolbelt run` in `dir` with the session file `sessions.db` there and session `s1`, then
+/// `extra` arguments.
+fn stored_run(server: &ScriptedServer, dir: &Path, extra: &[&str]) -> std::process::Command {
+    let mut command = toolbelt(server, dir);
+    command
+        .arg("run")
+        .args(extra)
+        .arg("--dir")
+        .arg(dir)
+        .arg("--session")
+        .arg(dir.join("sessions.db"))
+        .args(["--session-id", "s1"]);
+    command
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_terminal_a_stored_session_pauses_and_a_later_approve_runs_the_call() {
+    let dir = project();
+    let server = write_then(dir.path(), "Written.").await;
+    let out = output(stored_run(&server, dir.path(), &["write new.txt"]), "y\n").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "paused: {stderr}");
+    assert!(
+        stderr.contains("toolbelt: call call_1 awaits approval (asked because"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l == "  │ +hello"),
+        "the diff: {stderr}"
+    );
+    assert!(
+        stderr.contains("--session-id s1 --approve CALL") && stderr.contains("in: call_1"),
+        "how to resume: {stderr}"
+    );
+    assert_eq!(
+        written(dir.path()),
+        None,
+        "nothing runs before the decision"
+    );
+    assert_eq!(server.requests().len(), 1);
+
+    // Another process, later: the decision alone resumes the run.
+    let resumed = output(
+        stored_run(&server, dir.path(), &["--approve", "call_1"]),
+        "",
+    )
+    .await;
+    let stderr = text(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert_eq!(written(dir.path()).as_deref(), Some("hello"));
+    assert_eq!(text(&resumed.stdout), "Written.\n");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("✓ Write(")),
+        "{stderr}"
+    );
+
+    // The same decision again is refused, and runs nothing.
+    std::fs::remove_file(dir.path().join("new.txt")).unwrap();
+    let again = output(
+        stored_run(&server, dir.path(), &["--approve", "call_1"]),
+        "",
+    )
+    .await;
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains("no approval of agent"));
+    assert_eq!(written(dir.path()), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_call_can_be_denied_with_a_reason_or_run_with_edited_arguments() {
+    let dir = project();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Write", &write_new_file(dir.path())),
+        Reply::text("Fine, not written."),
+        Reply::tool_call("call_2", "Write", &write_new_file(dir.path())),
+        Reply::text("Written as you said."),
+    ])
+    .await
+    .unwrap();
+    let paused = output(stored_run(&server, dir.path(), &["write it"]), "").await;
+    assert_eq!(paused.status.code(), Some(3), "{}", text(&paused.stderr));
+    let denied = output(
+        stored_run(
+            &server,
+            dir.path(),
+            &["--reject", "call_1=not in this repo"],
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(denied.status.code(), Some(0), "{}", text(&denied.stderr));
+    assert_eq!(written(dir.path()), None);
+    let told = tool_contents(&server.requests()[1]);
+    assert!(
+        told[0].contains("The user says: not in this repo"),
+        "{told:?}"
+    );
+
+    let paused = output(stored_run(&server, dir.path(), &["try again"]), "").await;
+    assert_eq!(paused.status.code(), Some(3), "{}", text(&paused.stderr));
+    let edit = dir.path().join("edit.json");
+    let arguments = write_new_file(dir.path()).replace("hello", "edited by a person");
+    std::fs::write(&edit, arguments).unwrap();
+    let flag = format!("call_2={}", edit.display());
+    let edited = output(stored_run(&server, dir.path(), &["--edit", &flag]), "").await;
+    assert_eq!(edited.status.code(), Some(0), "{}", text(&edited.stderr));
+    assert_eq!(written(dir.path()).as_deref(), Some("edited by a person"));
+
+    // Bad decisions are usage errors before anything starts.
+    std::fs::write(&edit, "[1, 2]").unwrap();
+    for bad in [
+        vec!["--edit", &flag],
+        vec!["--edit", "call_2"],
+        vec!["--approve", "x", "--reject", "x"],
+    ] {
+        let out = output(stored_run(&server, dir.path(), &bad), "").await;
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+    }
+    let no_prompt = output(stored_run(&server, dir.path(), &[]), "").await;
+    assert_eq!(no_prompt.status.code(), Some(2));
+    assert!(text(&no_prompt.stderr).contains("give a prompt, or decisions"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approved_call_whose_process_was_killed_mid_call_is_never_run_again() {
+    let dir = project();
+    let command = r#"{"command":"echo $$ > pid; echo ran >> count.txt; exec sleep 41.5"}"#;
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Bash", command),
+        Reply::text("I will check count.txt before anything else."),
+    ])
+    .await
+    .unwrap();
+    let paused = output(stored_run(&server, dir.path(), &["count"]), "").await;
+    assert_eq!(paused.status.code(), Some(3), "{}", text(&paused.stderr));
+
+    // Approved, started, and killed without a word while the command runs.
+    let mut resume = stored_run(&server, dir.path(), &["--approve", "call_1"]);
+    let mut child = resume
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let count = dir.path().join("count.txt");
+    toolbelt_testkit::eventually("the approved command ran", Duration::from_secs(30), || {
+        count.exists().then_some(())
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The next run (a new message, no decision) tells the model the outcome is unknown,
+    // and does not run the call again.
+    let next = output(stored_run(&server, dir.path(), &["what happened?"]), "").await;
+    assert_eq!(next.status.code(), Some(0), "{}", text(&next.stderr));
+    let told = tool_contents(&server.requests()[1]);
+    assert!(
+        told[0].contains("whether it took effect is unknown"),
+        "{told:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "ran\n");
+    // A SIGKILLed toolbelt cannot end what it started (see SECURITY.md's process limits):
+    // the test ends the command itself.
+    let pid = std::fs::read_to_string(dir.path().join("pid")).unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status();
 }

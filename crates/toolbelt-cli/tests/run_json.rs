@@ -133,6 +133,8 @@ fn the_readme_shows_one_valid_line_per_event_type() {
     documented.sort();
     documented.dedup();
     let every_type = [
+        "approval_decided",
+        "approval_requested",
         "error",
         "model_delta",
         "model_response",

@@ -215,7 +215,7 @@ impl Approver for Approval {
 /// The permission check's preview of a call (the diff an Edit or Write makes, the command)
 /// under a `│` gutter, escapes written out like the arguments', and cut like an argument
 /// ([`SHOWN_CHARS`], [`SHOWN_LINES`]) unless `full`, the cut saying how much is left.
-fn describe_preview(preview: &str, full: bool) -> String {
+pub(crate) fn describe_preview(preview: &str, full: bool) -> String {
     let (shown, rest) = if full {
         (preview, 0)
     } else {

@@ -46,11 +46,13 @@ pub enum Format {
 }
 
 /// How a run ended.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RunSummary {
     /// An error event was reported (the model failed, the session store failed, too many
     /// tool rounds), or the run ended without its completion event.
     pub failed: bool,
+    /// The calls the run paused on, waiting for a person's approval (their ids).
+    pub awaiting: Vec<String>,
 }
 
 /// Where a turn's text is shown while it streams.
@@ -143,6 +145,9 @@ impl Renderer {
             self.end_lines();
             eprintln!("toolbelt: error: {message}");
         }
+        if let EventKind::ApprovalRequested { call_id, .. } = &event.kind {
+            summary.awaiting.push(call_id.clone());
+        }
         if let EventKind::Warning { message } = &event.kind {
             self.end_stderr_line();
             self.spinner
@@ -209,6 +214,25 @@ impl Renderer {
                 self.note(call_id, note);
             }
             EventKind::ToolResult { result } => self.tool_result(result),
+            EventKind::ApprovalRequested {
+                call_id,
+                name,
+                arguments,
+                reason,
+                preview,
+            } => {
+                let mut text = format!(
+                    "toolbelt: call {} awaits approval (asked because {}):\n{}",
+                    toolbelt::visible(call_id),
+                    toolbelt::visible(reason),
+                    super::approval::describe_call(name, arguments, false),
+                );
+                if let Some(preview) = preview {
+                    text.push_str(&super::approval::describe_preview(preview, false));
+                }
+                self.end_lines();
+                self.spinner.println(text.trim_end());
+            }
             EventKind::PendingToolCalls { calls } => {
                 let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
                 self.spinner.println(&format!(
