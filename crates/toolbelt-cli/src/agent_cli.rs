@@ -680,16 +680,17 @@ impl AgentSession {
         self.runner.run(USER, session_id, input, self.options())
     }
 
-    /// Starts a run of `input` in the session applying a person's `decisions` on its
-    /// requested approvals (`toolbelt run --approve`).
+    /// Starts a run of `input` in `session_id` applying a person's `decisions` on its
+    /// requested approvals (`toolbelt run --approve`, the web UI's buttons).
     pub fn start_with(
         &self,
+        session_id: &str,
         input: RunInput,
         decisions: std::collections::HashMap<String, Decision>,
     ) -> EventStream {
         let mut options = self.options();
         options.decisions = decisions;
-        self.runner.run(USER, &self.session_id, input, options)
+        self.runner.run(USER, session_id, input, options)
     }
 
     fn options(&self) -> RunOptions {

@@ -153,7 +153,11 @@ pub async fn run(args: RunArgs) -> Outcome {
     let approval = approval_from(&shared_stdin(), &spinner).filter(|_| !pauses);
     let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     let mut renderer = Renderer::new(spinner, format);
-    let end = watch_run(&mut renderer, session.start_with(input, decisions)).await;
+    let end = watch_run(
+        &mut renderer,
+        session.start_with(&session.session_id, input, decisions),
+    )
+    .await;
     let session_id = session.session_id.clone();
     session.close(&args.agent).await;
     match end {

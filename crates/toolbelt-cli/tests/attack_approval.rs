@@ -1,16 +1,15 @@
 //! The approval question cannot be forged: a model's arguments reach the person with every
 //! escape sequence written out, whole (or cut with a marker and a way to see all), in
-//! `toolbelt run` on a terminal and in the runs `toolbelt ui` starts. What the terminal shows
-//! is checked through a real terminal emulator (pyte), as a person would read it.
+//! `toolbelt run` on a terminal; the runs `toolbelt ui` starts wait whole for the page. What
+//! the terminal shows is checked through a real terminal emulator (pyte), as a person would
+//! read it.
 
 use crate::run_support;
 use crate::ui_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
-use run_support::{open_pty, project, screen, session_on_terminal, text, toolbelt};
+use run_support::{project, screen, session_on_terminal, text, toolbelt};
 use toolbelt_model::testing::{Reply, ScriptedServer};
 
 /// A Bash command that, shown raw, erases its own line, writes a harmless question in its
@@ -102,8 +101,12 @@ async fn a_long_argument_is_cut_with_a_marker_and_s_shows_it_all() {
     assert!(!dir.path().join("PWNED").exists());
 }
 
+/// A run the web UI started pauses for the page (which writes every argument as text, never
+/// markup or escapes) instead of asking on a terminal: the stored question holds the whole
+/// command, nothing ran, and the page's denial ends it.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_forged_question_in_a_run_the_web_ui_started_is_shown_escaped() {
+async fn a_forged_question_in_a_run_the_web_ui_started_waits_whole_for_the_page() {
+    use toolbelt::agent::{SessionKey, SessionService, SqliteSessionService, pending_approvals};
     let dir = project();
     let file = ui_support::session_file(&dir);
     let server = ScriptedServer::start([
@@ -112,87 +115,61 @@ async fn a_forged_question_in_a_run_the_web_ui_started_is_shown_escaped() {
     ])
     .await
     .unwrap();
-    // `toolbelt ui` without --yes asks on its terminal; "n" is typed there.
-    let (mut master, slave) = open_pty();
-    std::io::Write::write_all(&mut master, b"n\n").unwrap();
-    let mut command = ui_support::toolbelt(&server, dir.path());
-    command
-        .args(["ui", "--http", "127.0.0.1:0", "--token", ui_support::TOKEN])
-        .arg("--session")
-        .arg(&file)
-        .arg("--dir")
-        .arg(dir.path())
-        .stdin(Stdio::from(slave))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    drop(command);
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut all = Vec::new();
-        let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
-            all.extend_from_slice(&line);
-            line.clear();
-            let _ = tx.send(String::from_utf8_lossy(&all).into_owned());
-        }
-    });
-    let wait_for = |what: &str| -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        let mut seen = String::new();
-        while std::time::Instant::now() < deadline {
-            if let Ok(s) = rx.recv_timeout(Duration::from_secs(1)) {
-                seen = s;
-                if seen.contains(what) {
-                    return seen;
-                }
-            }
-        }
-        panic!("never saw {what:?} in:\n{seen}");
+    let ui = ui_support::Ui::start_asking(&server, dir.path(), &file, &[]);
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let post = |path: &str, body: serde_json::Value| {
+        client
+            .post(format!("{}{path}", ui.base))
+            .bearer_auth(ui_support::TOKEN)
+            .json(&body)
+            .send()
     };
-    let started = wait_for("toolbelt: web UI on ");
-    let base = started
-        .lines()
-        .find_map(|l| l.strip_prefix("toolbelt: web UI on "))
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
-    let response = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(format!("{base}api/runs"))
-        .bearer_auth(ui_support::TOKEN)
-        .json(&serde_json::json!({"message": "tidy up", "session_id": "forged"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 202);
-    // The answer is written after the question once it is read (stderr is not a terminal).
-    let asked = wait_for("allow Bash? [y/N/s] n\n");
-    let _ = child.kill();
-    let _ = child.wait();
-    // A pipe carries bare line feeds; a terminal would have turned them into CR LF.
-    let lines = screen(asked.replace('\n', "\r\n").as_bytes());
-    let all = lines.join("\n");
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains(r"\x1b[8m' >/dev/null; touch PWNED")),
-        "{all}"
+    let started = post(
+        "api/runs",
+        serde_json::json!({"message": "tidy up", "session_id": "forged"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started.status(), 202);
+    let store = SqliteSessionService::open(&file).unwrap();
+    let key = SessionKey::new("toolbelt", "local", "forged");
+    let limit = Duration::from_secs(30);
+    let asked =
+        toolbelt_testkit::eventually_await("the run paused for the page", limit, async || {
+            pending_approvals(&store.events(&key).await.unwrap()).pop()
+        })
+        .await;
+    assert_eq!(
+        asked.preview.as_deref(),
+        Some(format!("$ {FORGED}").as_str())
     );
-    assert!(
-        !lines
-            .iter()
-            .any(|l| l.trim_start().starts_with("allow Read(a)?")),
-        "{all}"
-    );
-    assert!(!asked.contains('\x1b'), "{asked:?}");
     assert!(!dir.path().join("PWNED").exists());
+
+    let deny =
+        serde_json::json!({"session_id": "forged", "decisions": {"call_1": {"decision": "deny"}}});
+    // Refused (409) while the paused run is still winding down.
+    toolbelt_testkit::eventually_await("the page's decision was taken", limit, async || {
+        let answer = post("api/decisions", deny.clone()).await.unwrap();
+        (answer.status() == 202).then_some(())
+    })
+    .await;
+    let result = toolbelt_testkit::eventually_await("the denial's result", limit, async || {
+        store
+            .events(&key)
+            .await
+            .unwrap()
+            .into_iter()
+            .find_map(|e| match e.kind {
+                toolbelt::agent::EventKind::ToolResult { result } => Some(result),
+                _ => None,
+            })
+    })
+    .await;
+    assert!(
+        result.is_error && result.content.contains("denied"),
+        "{result:?}"
+    );
+    assert!(!dir.path().join("PWNED").exists(), "a denied call ran");
 }
 
 /// An MCP server writes the whole elicitation form (its message, titles, descriptions and

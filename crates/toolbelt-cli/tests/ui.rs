@@ -222,3 +222,58 @@ async fn the_plan_panel_shows_the_last_task_list_todowrite_saved_in_chromium() {
     .await;
     assert_eq!(server.remaining(), 0, "every scripted reply was used");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_run_is_decided_with_the_pages_buttons_and_resumes_in_chromium() {
+    let dir = project();
+    let file = session_file(&dir);
+    let d = dir.path();
+    let write = |name: &str| {
+        format!(
+            r#"{{"file_path":"{}","content":"hello"}}"#,
+            path_arg(d, name)
+        )
+    };
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ("call_a", "Write", write("a.txt").as_str()),
+            ("call_b", "Write", write("b.txt").as_str()),
+        ]),
+        Reply::text("One written, one refused."),
+    ])
+    .await
+    .unwrap();
+    // Paused by a `toolbelt run` without a terminal; the page resumes it.
+    let (code, stderr) = run_paused(&server, d, &file, "Write two files").await;
+    assert_eq!(code, Some(3), "{stderr}");
+    let ui = Ui::start_asking(&server, d, &file, &[]);
+    browse(&ui, "approval", async || {}).await;
+    assert_eq!(std::fs::read_to_string(d.join("a.txt")).unwrap(), "hello");
+    assert!(!d.join("b.txt").exists(), "the denied Write never ran");
+    let told = crate::run_support::tool_contents(&server.requests()[1]);
+    assert!(told[1].contains("The user says: not that one"), "{told:?}");
+}
+
+/// `toolbelt run PROMPT --session FILE` without `--yes` or a terminal: it pauses on what
+/// the rules ask about.
+async fn run_paused(
+    server: &ScriptedServer,
+    dir: &Path,
+    session: &Path,
+    prompt: &str,
+) -> (Option<i32>, String) {
+    let mut command = ui_support::toolbelt(server, dir);
+    command
+        .args(["run", prompt, "--session"])
+        .arg(session)
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || command.output().expect("run toolbelt"))
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -102,6 +102,26 @@ pub async fn eventually_async<T>(
     }
 }
 
+/// [`eventually_async`] for a probe that itself awaits (a session store read, an HTTP
+/// request).
+pub async fn eventually_await<T>(
+    what: impl std::fmt::Display,
+    limit: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened ({limit:?})"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// The pids written to `path`, one per line, once it holds at least `count` of them (a
 /// probe for [`eventually`]); a file still being written yields `None`.
 pub fn pids_in(path: &Path, count: usize) -> Option<Vec<u32>> {

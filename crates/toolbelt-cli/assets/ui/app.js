@@ -18,6 +18,8 @@ const state = {
   endedEarly: new Set(),
   /** serve mode: call number → {call, result, live} */
   calls: new Map(),
+  /** session key → decisions taken on its paused calls and not yet sent: call id → decision */
+  decisions: new Map(),
 };
 
 function setStatus(text, cls) {
@@ -141,7 +143,8 @@ function drawMain() {
   }
   const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
   drawPlan(s);
-  runs.replaceChildren(...runsOf(s).map(runView));
+  const view = { settled: settledCalls(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
+  runs.replaceChildren(...runsOf(s).map((run) => runView(run, view)));
   if (atBottom) window.scrollTo(0, document.body.scrollHeight);
   drawChat();
 }
@@ -167,6 +170,55 @@ function drawChat() {
   else if (busy) $('chat-note').textContent = 'A run of this session is going.';
   else if (!s) $('chat-note').textContent = 'The message starts a new session.';
   else $('chat-note').textContent = '';
+}
+
+// ---- approvals ----
+
+/** The session's calls that were decided or answered: no button shows for them. */
+function settledCalls(s) {
+  const settled = new Set();
+  for (const e of s.list) {
+    if (e.type === 'approval_decided') settled.add(e.call_id);
+    else if (e.type === 'tool_result') settled.add(e.result.call_id);
+    else if (e.type === 'tool_input') for (const r of e.results) settled.add(r.call_id);
+  }
+  return settled;
+}
+
+/** Whether this page can resume `s`: its own application and user, and a model to run. */
+function mineToResume(s) {
+  const c = state.config;
+  return Boolean(c && c.chat && s.app === c.app && s.user_id === c.user_id && !state.running.has(s.session_id));
+}
+
+/**
+ * Takes a person's decision on a paused call; once every waiting call of the session is
+ * decided, resumes the session with all of them (a resume answers an undecided call "not
+ * approved", so one click must not resume a turn that paused on two calls).
+ */
+async function decide(s, callId, decision) {
+  const taken = state.decisions.get(s.key) || new Map();
+  taken.set(callId, decision);
+  state.decisions.set(s.key, taken);
+  const settled = settledCalls(s);
+  const waiting = s.list.filter((e) => e.type === 'approval_requested' && !settled.has(e.call_id)).map((e) => e.call_id);
+  if (!waiting.every((id) => taken.has(id))) {
+    $('chat-note').textContent = `Decided ${taken.size} of ${waiting.length} paused calls; the run resumes when all are decided.`;
+    return;
+  }
+  state.decisions.delete(s.key);
+  try {
+    await api('/api/decisions', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ session_id: s.session_id, decisions: Object.fromEntries(taken) }),
+    });
+    if (!state.endedEarly.delete(s.session_id)) state.running.add(s.session_id);
+    $('chat-note').textContent = '';
+  } catch (error) {
+    $('chat-note').textContent = `Not resumed: ${error.message}`;
+  }
+  redraw();
 }
 
 // ---- data ----

@@ -218,7 +218,57 @@ function timeline(spans) {
  * A run's section. `run` = {root, events, invocations, live, sentBefore}; `sentBefore` maps a
  * model_response's id to the bytes of conversation before it.
  */
-export function runView(run) {
+/**
+ * A call a run paused on: what the permission rules asked about and why, the change it makes,
+ * and (while it waits, on a page that can resume the session) the buttons that decide it.
+ * `decide(callId, decision)` posts the decision; `settled` says it was decided already.
+ */
+function approvalCard(e, settled, decide) {
+  const card = el('section', { class: `card approval ${settled ? 'settled' : 'waiting'}`, data: { callId: e.call_id, tool: e.name } });
+  card.append(
+    el(
+      'div',
+      { class: 'card-head' },
+      el('span', { class: 'kind' }, 'approval'),
+      el('span', { class: 'tool-name' }, e.name),
+      el('span', { class: `badge ${settled ? 'ok' : 'running'}` }, settled ? 'decided' : 'awaits your decision'),
+      el('span', { class: 'id' }, e.call_id),
+    ),
+    el('p', { class: 'reason' }, 'asked because ', e.reason),
+    details(`approval-args:${e.call_id}`, 'arguments', pre(pretty(e.arguments), 'args'), true),
+  );
+  if (e.preview) card.append(e.preview.startsWith('$ ') ? pre(e.preview, 'command') : diff(e.preview));
+  if (settled || !decide) return card;
+  const why = el('input', { class: 'deny-message', type: 'text', placeholder: 'why not (told to the model)', maxlength: '2000' });
+  const approve = el('button', { type: 'button', class: 'approve' }, 'Approve');
+  const deny = el('button', { type: 'button', class: 'deny' }, 'Deny');
+  const pressed = (decision) => {
+    approve.disabled = true;
+    deny.disabled = true;
+    decide(e.call_id, decision);
+  };
+  approve.addEventListener('click', () => pressed({ decision: 'approve' }));
+  deny.addEventListener('click', () => pressed({ decision: 'deny', message: why.value.trim() || undefined }));
+  card.append(el('div', { class: 'decide' }, approve, deny, why));
+  return card;
+}
+
+/** What a person decided about a paused call. */
+function decidedCard(e) {
+  const d = e.decision || {};
+  const what = d.decision === 'deny' ? 'denied' : d.decision === 'edit' ? 'approved with edited arguments' : 'approved';
+  const card = el('section', { class: `card decided ${d.decision === 'deny' ? 'error' : 'ok'}`, data: { callId: e.call_id } });
+  card.append(el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'decision'), el('span', { class: 'tool-name' }, e.name), el('span', { class: 'badge' }, what), el('span', { class: 'id' }, e.call_id)));
+  if (d.message) card.append(pre(d.message, 'text'));
+  return card;
+}
+
+/**
+ * A run's cards. `session` (optional): `settled` the session's call ids that were decided or
+ * answered (in any run), and `decide(callId, decision)` when this page can resume the session.
+ */
+export function runView(run, session = {}) {
+  const settled = session.settled || new Set();
   const section = el('article', { class: 'run', data: { invocation: run.root } });
   const first = run.events[0];
   const done = run.events.some((e) => e.type === 'run_completed' && e.invocation_id === run.root);
@@ -241,8 +291,10 @@ export function runView(run) {
   const lastAt = new Map();
   const spans = [];
   let modelCalls = 0;
+  const asked = new Set();
   for (const e of run.events) {
     if (e.type === 'tool_result') results.set(e.result.call_id, e);
+    if (e.type === 'approval_requested') asked.add(e.call_id);
   }
   for (const e of run.events) {
     const before = lastAt.get(e.invocation_id);
@@ -285,6 +337,9 @@ export function runView(run) {
         cards.append(card);
         if (latency !== null) spans.push({ kind: 'model', label: `model ${modelCalls}`, start: before, end: e.timestamp_ms });
         for (const c of toolCalls) {
+          // A paused call is shown by its approval card, and its result in the run that
+          // resumed it.
+          if (asked.has(c.id) && !results.has(c.id)) continue;
           const call = { name: c.function.name, call_id: c.id, arguments: c.function.arguments };
           calls.set(c.id, call);
           const result = results.get(c.id);
@@ -300,6 +355,12 @@ export function runView(run) {
         if (!toolCards.has(r.call_id)) cards.append(toolCard(null, r, null));
         break;
       }
+      case 'approval_requested':
+        cards.append(approvalCard(e, settled.has(e.call_id), session.decide));
+        break;
+      case 'approval_decided':
+        cards.append(decidedCard(e));
+        break;
       case 'pending_tool_calls':
         cards.append(
           el(

@@ -34,7 +34,7 @@ use toolbelt::agent::session::SqliteSessionService;
 use toolbelt::exec::DynMiddleware;
 use toolbelt::mcp::server::CancellationToken;
 
-use crate::agent_cli::{AgentArgs, AgentSession, Format, Spinner, approval_from, shared_stdin};
+use crate::agent_cli::{AgentArgs, AgentSession};
 use crate::common::{CliError, EXIT_OK, EXIT_USAGE, Outcome, shutdown_signal};
 use auth::{Access, Guard};
 use feed::Hub;
@@ -110,9 +110,9 @@ pub async fn run(args: UiArgs) -> Outcome {
     let hub = Hub::new();
     let runs = match model {
         Some(model) => {
-            // Approvals are asked on the terminal running `toolbelt ui` (refused without
-            // one), as `toolbelt run` asks them; `--yes` runs every call.
-            let approval = approval_from(&shared_stdin(), &Spinner::new(Format::Json));
+            // Approvals are asked in the page: a call the rules ask about pauses its run,
+            // and the page's buttons resume it (`--yes` runs every call).
+            let approval = None;
             // A cold tool-search index build shows its progress on the terminal.
             let status = crate::progress::Progress::on_stderr(false);
             let session = AgentSession::open(&args.agent, model, approval, &status).await?;

@@ -3,11 +3,12 @@
 //! the file poller like any other process's; the live-only ones (deltas, chunks, progress)
 //! are sent straight to the feed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
+use toolbelt::agent::{Decision, RunInput};
 use toolbelt::mcp::server::CancellationToken;
 
 use super::feed::{FeedItem, Hub};
@@ -48,12 +49,13 @@ impl Runs {
         (self.session.runner.app(), crate::agent_cli::USER)
     }
 
-    /// Starts a run of `message` in `session_id` (a new session when `None`); returns the
-    /// session's id.
+    /// Starts a run of `input` in `session_id` (a new session when `None`) with a person's
+    /// `decisions` on its requested approvals; returns the session's id.
     pub(crate) async fn start(
         self: &Arc<Self>,
         session_id: Option<String>,
-        message: String,
+        input: RunInput,
+        decisions: HashMap<String, Decision>,
     ) -> Result<String, StartError> {
         let session_id = session_id.unwrap_or_else(crate::agent_cli::new_session_id);
         {
@@ -62,7 +64,7 @@ impl Runs {
                 return Err(StartError::Busy);
             }
         }
-        let mut events = self.session.start_in(&session_id, &message);
+        let mut events = self.session.start_with(&session_id, input, decisions);
         let this = self.clone();
         let id = session_id.clone();
         self.tasks.lock().await.spawn(async move {

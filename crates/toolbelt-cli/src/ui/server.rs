@@ -12,6 +12,7 @@
 //! | `GET /api/events?app=&user=&session=` | one session's stored events with their sequence numbers |
 //! | `GET /api/stream?after=SEQ` | server-sent events: stored events after `SEQ`, then everything new |
 //! | `POST /api/runs` | `{"message", "session_id"?}` starts a run; 202 with the session id |
+//! | `POST /api/decisions` | `{"session_id", "decisions": {CALL: Decision}}` resumes a run paused for approval; 202 |
 //! | `GET /api/calls` | `serve --ui`: the recent tool calls |
 
 use std::convert::Infallible;
@@ -98,6 +99,7 @@ pub(crate) fn router(state: Arc<UiState>, guard: Arc<Guard>) -> Router {
         .route("/api/events", get(events))
         .route("/api/stream", get(stream))
         .route("/api/runs", post(start_run))
+        .route("/api/decisions", post(decide))
         .route("/api/calls", get(calls))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(guard, auth::check))
@@ -375,7 +377,70 @@ async fn start_run(
             ),
         );
     }
-    match runs.start(session_id, start.message).await {
+    let input = toolbelt::agent::RunInput::from(start.message);
+    match runs.start(session_id, input, Default::default()).await {
+        Ok(session_id) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "session_id": session_id })),
+        )
+            .into_response(),
+        Err(StartError::Busy) => error(
+            StatusCode::CONFLICT,
+            "a run of this session is still going; wait for it to end",
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Decide {
+    session_id: String,
+    decisions: std::collections::HashMap<String, toolbelt::agent::Decision>,
+}
+
+/// The most decisions one request may carry (a turn's paused calls).
+const MAX_DECISIONS: usize = 64;
+
+/// A person's buttons on a paused run: resumes the session with their decisions (the run
+/// refuses, as an error event, a decision for a call that waits for none).
+async fn decide(
+    State(state): State<Arc<UiState>>,
+    body: Result<Json<Decide>, JsonRejection>,
+) -> Response {
+    let Some(runs) = &state.runs else {
+        return error(
+            StatusCode::CONFLICT,
+            state
+                .chat_off
+                .clone()
+                .unwrap_or_else(|| "this UI cannot resume runs".into()),
+        );
+    };
+    let decide = match body {
+        Ok(Json(decide)) => decide,
+        Err(rejection) => {
+            return error(
+                rejection.status(),
+                format!(
+                    "expected a JSON body {{\"session_id\": …, \"decisions\": {{CALL: {{\"decision\": \"approve\"}}}}}}: {}",
+                    rejection.body_text()
+                ),
+            );
+        }
+    };
+    if !is_session_id(&decide.session_id) {
+        return error(StatusCode::BAD_REQUEST, "not a session id of this page");
+    }
+    if decide.decisions.is_empty() || decide.decisions.len() > MAX_DECISIONS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("give 1 to {MAX_DECISIONS} decisions"),
+        );
+    }
+    let input = toolbelt::agent::RunInput::resume();
+    match runs
+        .start(Some(decide.session_id), input, decide.decisions)
+        .await
+    {
         Ok(session_id) => (
             StatusCode::ACCEPTED,
             Json(json!({ "session_id": session_id })),

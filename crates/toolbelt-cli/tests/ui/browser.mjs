@@ -58,6 +58,8 @@ try {
     await invocationTree(page);
   } else if (process.env.SCENARIO === 'plan') {
     await planPanel(page);
+  } else if (process.env.SCENARIO === 'approval') {
+    await approvalButtons(page);
   } else {
     await liveRunAndChat(page);
   }
@@ -100,6 +102,40 @@ async function planPanel(page) {
   if (process.env.SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-plan.png') });
   }
+}
+
+/**
+ * A run paused (by another process) on two Writes: the page shows each call's diff and
+ * buttons; one is approved, the other denied with a reason, and only then does the run
+ * resume, from the page, and complete.
+ */
+async function approvalButtons(page) {
+  const waiting = page.locator('.card.approval.waiting');
+  await waiting.first().waitFor();
+  check((await waiting.count()) === 2, `expected two paused calls, got ${await waiting.count()}`);
+  const first = waiting.nth(0);
+  const added = await first.locator('.diff .line.add').allTextContents();
+  check(added.some((l) => l.includes('hello')), `the first call's diff: ${JSON.stringify(added)}`);
+  check((await page.locator('.card.tool[data-tool="Write"]').count()) === 0, 'a paused call showed as a running tool');
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-approval.png') });
+  }
+  await first.locator('button.approve').click();
+  // One of two decided: nothing resumes yet.
+  await page.waitForFunction(() => document.querySelector('#chat-note').textContent.includes('1 of 2'));
+  check((await page.locator('.run').count()) === 1, 'the run resumed before every paused call was decided');
+  const second = page.locator('.card.approval.waiting').nth(1);
+  await second.locator('.deny-message').fill('not that one');
+  await second.locator('button.deny').click();
+  // The resumed run: both decisions, the approved Write's result, the answer.
+  await page.waitForFunction(() => document.querySelectorAll('.run-head .badge.ok').length === 2);
+  check((await page.locator('.card.decided').count()) === 2, 'the decisions are not shown');
+  check((await page.locator('.card.approval.waiting').count()) === 0, 'a decided call still shows its buttons');
+  const written = page.locator('.card.tool.ok[data-tool="Write"]');
+  check((await written.count()) === 1, 'the approved Write did not run once');
+  const refused = page.locator('.card.tool.error[data-tool="Write"]');
+  check((await refused.locator('.tool-error').textContent()).includes('not that one'), 'the denial lacks its reason');
+  await page.locator('.card.model', { hasText: 'One written, one refused.' }).waitFor();
 }
 
 /** A stored run whose root agent handed over to a sub-agent: one run, a nested tree. */

@@ -39,17 +39,21 @@ impl Ui {
     /// Starts `toolbelt ui --session FILE --http 127.0.0.1:0 --token TOKEN --yes --dir DIR`
     /// plus `extra`, and waits for the line naming its URL.
     pub fn start(server: &ScriptedServer, dir: &Path, session: &Path, extra: &[&str]) -> Self {
+        let mut extra = extra.to_vec();
+        extra.push("--yes");
+        Self::start_asking(server, dir, session, &extra)
+    }
+
+    /// As [`Ui::start`] without `--yes`: calls the rules ask about pause for the page.
+    pub fn start_asking(
+        server: &ScriptedServer,
+        dir: &Path,
+        session: &Path,
+        extra: &[&str],
+    ) -> Self {
         let mut command = toolbelt(server, dir);
         command
-            .args([
-                "ui",
-                "--http",
-                "127.0.0.1:0",
-                "--token",
-                TOKEN,
-                "--yes",
-                "--session",
-            ])
+            .args(["ui", "--http", "127.0.0.1:0", "--token", TOKEN, "--session"])
             .arg(session)
             .arg("--dir")
             .arg(dir)
