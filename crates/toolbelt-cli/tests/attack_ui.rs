@@ -28,7 +28,7 @@ async fn cookie(ui: &Ui) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_page_on_another_port_or_an_opaque_origin_cannot_start_a_run() {
+async fn a_page_on_another_port_or_an_opaque_origin_cannot_start_or_approve_a_run() {
     let dir = project();
     let file = session_file(&dir);
     let server = ScriptedServer::start([]).await.unwrap();
@@ -46,33 +46,43 @@ async fn a_page_on_another_port_or_an_opaque_origin_cannot_start_a_run() {
         .build()
         .unwrap();
     let other_port = if port == "1" { "2" } else { "1" };
-    for origin in [
-        format!("http://127.0.0.1:{other_port}"),
-        format!("http://localhost:{port}"),
-        format!("https://{host}"),
-        "null".to_string(),
+    // Starting a run, and approving a paused call (which runs it).
+    let approve = json!({"session_id": "s1", "decisions": {"call_1": {"decision": "approve"}}});
+    for (path, body) in [
+        ("/api/runs", json!({"message": "run rm -rf ~"})),
+        ("/api/decisions", approve),
     ] {
-        let response = bare
-            .post(ui.url("/api/runs"))
+        for origin in [
+            format!("http://127.0.0.1:{other_port}"),
+            format!("http://localhost:{port}"),
+            format!("https://{host}"),
+            "null".to_string(),
+        ] {
+            let response = bare
+                .post(ui.url(path))
+                .header("cookie", &pair)
+                .header("origin", &origin)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 403, "{path} from Origin {origin}");
+        }
+        // What a cross-site form can send (text/plain whose text is JSON), had the browser
+        // left out the Origin: not a JSON request, so nothing starts.
+        let form = bare
+            .post(ui.url(path))
             .header("cookie", &pair)
-            .header("origin", &origin)
-            .json(&json!({"message": "run rm -rf ~"}))
+            .header("content-type", "text/plain")
+            .body(body.to_string())
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 403, "Origin {origin}");
+        assert!(form.status().is_client_error(), "{path}: {}", form.status());
+        // And without the page's token or cookie, nothing at all.
+        let anonymous = bare.post(ui.url(path)).json(&body).send().await.unwrap();
+        assert_eq!(anonymous.status(), 401, "{path} without the token");
     }
-    // What a cross-site form can send (text/plain whose text is JSON), had the browser left
-    // out the Origin: not a JSON request, so no run.
-    let form = bare
-        .post(ui.url("/api/runs"))
-        .header("cookie", &pair)
-        .header("content-type", "text/plain")
-        .body(r#"{"message": "run rm -rf ~"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert!(form.status().is_client_error(), "{}", form.status());
     assert_eq!(server.requests().len(), 0, "a run was started");
 }
 
