@@ -7,7 +7,7 @@ mod agents_file;
 mod approval;
 mod artifacts;
 pub(crate) mod extensions;
-mod permissions;
+pub(crate) mod permissions;
 mod render;
 pub(crate) mod tool_search;
 

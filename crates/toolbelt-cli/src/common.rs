@@ -223,9 +223,10 @@ impl Toolbox {
         args: &ToolSourceArgs,
         options: UpstreamOptions,
         read_state: Option<Arc<ReadState>>,
+        hidden: Vec<String>,
     ) -> Result<(Self, Upstreams), CliError> {
         let registry = Registry::new().with_listing_timeout(options.connect_timeout);
-        let mut toolbox = Self::open_builtin(args, read_state, Vec::new(), registry)?;
+        let mut toolbox = Self::open_builtin(args, read_state, hidden, registry)?;
         let sets = match &args.mcp_config {
             Some(path) => open_mcp_servers(path, Some(&canonical_dir(&args.dir)?))?,
             None => Vec::new(),

@@ -172,6 +172,18 @@ pub struct ServeArgs {
     search: crate::agent_cli::tool_search::ServeSearchArgs,
     #[command(flatten)]
     knowledge: crate::knowledge::KnowledgeArgs,
+    /// Run the calls this permission rule matches (Claude Code's syntax, as for `run`);
+    /// repeatable, added to the settings files' rules. What no rule decides runs.
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+    /// Ask the calling client (an elicitation form) before the calls this rule matches; a
+    /// client that does not offer elicitation gets the call refused, saying why.
+    #[arg(long, value_name = "RULE")]
+    ask: Vec<String>,
+    /// Refuse the calls this rule matches; a Read rule also keeps Grep and Glob out of those
+    /// paths. Deny beats ask beats allow.
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
 }
 
 /// Runs `toolbelt serve` until the client leaves (stdio) or SIGINT/SIGTERM arrives.
@@ -239,7 +251,18 @@ pub async fn run(args: ServeArgs) -> Outcome {
         (None, Some(local)) => Some(local.state()),
         (None, None) => None,
     };
-    let (toolbox, upstreams) = Toolbox::open_aggregating(&args.sources, upstream_options, reads)?;
+    let lists = crate::agent_cli::permissions::RuleLists {
+        allow: &args.allow,
+        ask: &args.ask,
+        deny: &args.deny,
+    };
+    let rules = crate::agent_cli::permissions::serve_rules(
+        &crate::common::canonical_dir(&args.sources.dir)?,
+        lists,
+    )?;
+    let hidden = rules.hidden_paths();
+    let (toolbox, upstreams) =
+        Toolbox::open_aggregating(&args.sources, upstream_options, reads, hidden)?;
     toolbox.announce_sandbox();
     // Direct tools of the registry: an aggregated server's tool of the same name is renamed.
     if let Err(err) = toolbox.registry.register_all(knowledge) {
@@ -275,6 +298,10 @@ pub async fn run(args: ServeArgs) -> Outcome {
     }
     let executor = executor
         .middleware(Timeout::new(Duration::from_secs(args.timeout)))
+        .permissions(std::sync::Arc::new(rules))
+        .approver(std::sync::Arc::new(
+            toolbelt::mcp::server::ElicitingApprover,
+        ))
         .build();
     toolbox.bind_executor(&executor);
     let mut server = ToolServer::new(std::sync::Arc::new(executor))

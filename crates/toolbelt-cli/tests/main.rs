@@ -34,6 +34,7 @@ mod run_tool_search;
 mod sandbox;
 mod schemas_ajv;
 mod serve_aggregation;
+mod serve_approval;
 mod serve_client_requests;
 mod serve_clients;
 mod serve_defer_tools;

@@ -1,5 +1,5 @@
-//! The permission rules of `run`, `chat` and `ui`: settings files, then flags, over the
-//! `--approval` policy.
+//! The permission rules of `run`, `chat` and `ui` (settings files, then flags, over the
+//! `--approval` policy) and of `serve` (the same files and flags; what no rule decides runs).
 //!
 //! Read in this order, each adding to the lists (deny beats ask beats allow, whichever
 //! file a rule came from): `~/.config/toolbelt/settings.json` (or under
@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use toolbelt::builtin::permission::{MAX_SETTINGS_BYTES, PermissionRules, RuleKind};
+use toolbelt::builtin::permission::{Fallback, MAX_SETTINGS_BYTES, PermissionRules, RuleKind};
 
 use super::{AgentArgs, ApprovalPolicy};
 use crate::common::CliError;
@@ -39,7 +39,53 @@ pub fn rules_from(
     delegations: &[String],
 ) -> Result<PermissionRules, CliError> {
     let policy = args.approval_policy();
-    let mut rules = PermissionRules::new(dir).fallback(policy.fallback());
+    let lists = RuleLists {
+        allow: &args.allow,
+        ask: &args.ask,
+        deny: &args.deny,
+    };
+    let mut rules = load(
+        PermissionRules::new(dir).fallback(policy.fallback()),
+        dir,
+        lists,
+    )?;
+    if policy != ApprovalPolicy::Always {
+        for name in delegations {
+            // A tool name is a valid rule; a name that is not is never a delegation.
+            let _ = rules.add(RuleKind::Allow, name);
+        }
+    }
+    Ok(rules)
+}
+
+/// The rules of `toolbelt serve` in `dir` (canonical): those of the settings files and the
+/// flags; what no rule decides runs (the MCP client decides about its own calls, as it does
+/// for any server's tools), and what a rule asks about is asked of the client.
+pub fn serve_rules(dir: &Path, lists: RuleLists<'_>) -> Result<PermissionRules, CliError> {
+    load(
+        PermissionRules::new(dir).fallback(Fallback::Allow),
+        dir,
+        lists,
+    )
+}
+
+/// The `--allow`, `--ask` and `--deny` rules of a command line.
+#[derive(Clone, Copy)]
+pub struct RuleLists<'a> {
+    /// `--allow RULE`s.
+    pub allow: &'a [String],
+    /// `--ask RULE`s.
+    pub ask: &'a [String],
+    /// `--deny RULE`s.
+    pub deny: &'a [String],
+}
+
+/// `rules` with the settings files' rules, then the flags'.
+fn load(
+    mut rules: PermissionRules,
+    dir: &Path,
+    lists: RuleLists<'_>,
+) -> Result<PermissionRules, CliError> {
     for file in settings_files(dir) {
         if let Some(text) = read_settings(&file)? {
             rules
@@ -48,20 +94,14 @@ pub fn rules_from(
         }
     }
     for (kind, list) in [
-        (RuleKind::Allow, &args.allow),
-        (RuleKind::Ask, &args.ask),
-        (RuleKind::Deny, &args.deny),
+        (RuleKind::Allow, lists.allow),
+        (RuleKind::Ask, lists.ask),
+        (RuleKind::Deny, lists.deny),
     ] {
         for rule in list {
             rules
                 .add(kind, rule)
                 .map_err(|e| CliError::usage(e.to_string()))?;
-        }
-    }
-    if policy != ApprovalPolicy::Always {
-        for name in delegations {
-            // A tool name is a valid rule; a name that is not is never a delegation.
-            let _ = rules.add(RuleKind::Allow, name);
         }
     }
     Ok(rules)

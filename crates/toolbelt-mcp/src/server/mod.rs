@@ -90,6 +90,7 @@
 //! # Ok(()) }
 //! ```
 
+mod approval;
 mod bus;
 mod convert;
 mod deferred;
@@ -105,6 +106,7 @@ mod shared;
 mod stdio;
 mod upstream;
 
+pub use approval::ElicitingApprover;
 pub use convert::{call_result, error_result, mcp_tool};
 pub use deferred::{TOOL_SEARCH, ToolRanker};
 pub use handler::{DEFAULT_HEARTBEAT, ToolServer};

@@ -94,7 +94,7 @@ impl Drop for InFlight {
 
 /// A capability a server's request needs from the client.
 #[derive(Clone, Copy)]
-enum Feature {
+pub(crate) enum Feature {
     FormElicitation,
     UrlElicitation,
     Sampling,
@@ -111,7 +111,7 @@ impl Feature {
         }
     }
 
-    fn declared_by(self, peer: &Peer<RoleServer>) -> bool {
+    pub(crate) fn declared_by(self, peer: &Peer<RoleServer>) -> bool {
         peer.peer_info()
             .is_some_and(|info| self.declared_in(&info.capabilities))
     }
@@ -134,11 +134,11 @@ impl Feature {
 }
 
 /// Where a request goes: a client, and the call whose end abandons the request.
-struct Target {
-    peer: Peer<RoleServer>,
-    call: Option<CancellationToken>,
+pub(crate) struct Target {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) call: Option<CancellationToken>,
     /// The client's call the request belongs to, if any.
-    request: Option<RequestId>,
+    pub(crate) request: Option<RequestId>,
 }
 
 /// Passes the aggregated servers' requests to the clients (holding the relay weakly: the
@@ -249,7 +249,7 @@ impl RequestRelay for ClientRequests {
 /// Sends `request` to the target client and waits for its answer, until the call it belongs
 /// to ends. Abandoning it (the call ended, or the future was dropped because the server
 /// cancelled its request) tells the client with `notifications/cancelled`.
-async fn forward(
+pub(crate) async fn forward(
     target: Target,
     mut request: ServerRequest,
     feature: Feature,
