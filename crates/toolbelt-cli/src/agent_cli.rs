@@ -366,6 +366,19 @@ async fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliE
     })
 }
 
+/// The approvals the `--session` store's session `--session-id` waits for.
+pub async fn pending_approvals_in(
+    args: &AgentArgs,
+) -> Result<Vec<toolbelt::agent::PendingApproval>, CliError> {
+    let sessions = sessions_from(args).await?;
+    let key = toolbelt::agent::SessionKey::new(APP, USER, session_id(args));
+    let events = sessions
+        .events(&key)
+        .await
+        .map_err(|e| CliError::failed(format!("reading the session: {e}")))?;
+    Ok(toolbelt::agent::pending_approvals(&events))
+}
+
 /// The session id to use: the one given, or a new one.
 fn session_id(args: &AgentArgs) -> String {
     args.session_id.clone().unwrap_or_else(new_session_id)

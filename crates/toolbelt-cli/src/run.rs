@@ -48,6 +48,11 @@ pub struct RunArgs {
     /// permission rule.)
     #[arg(long, value_name = "CALL[=MESSAGE]", requires = "session_id")]
     reject: Vec<String>,
+    /// Approve the paused call CALL and allow calls like it from now on: the allow rules
+    /// for it (`Bash(git push:*)`, `Edit(./src/lib.rs)`, the tool) are added to
+    /// `.toolbelt/settings.json` in --dir. An ask rule still asks.
+    #[arg(long, value_name = "CALL", requires = "session_id")]
+    approve_always: Vec<String>,
     /// Run the paused call CALL with the JSON arguments in FILE instead of the model's.
     #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
     edit: Vec<String>,
@@ -68,7 +73,7 @@ impl RunArgs {
             }
             Ok(())
         };
-        for id in &self.approve {
+        for id in self.approve.iter().chain(&self.approve_always) {
             add(id, Decision::Approve)?;
         }
         for flag in &self.reject {
@@ -93,6 +98,39 @@ impl RunArgs {
         }
         Ok(decisions)
     }
+}
+
+/// Adds the allow rules of the `--approve-always` calls to the settings, saying which.
+async fn remember_always(args: &RunArgs) -> Result<(), CliError> {
+    let pending = crate::agent_cli::pending_approvals_in(&args.agent).await?;
+    let dir = crate::common::canonical_dir(&args.agent.sources.dir)?;
+    let rules = toolbelt::builtin::permission::PermissionRules::new(&dir);
+    let mut allow = Vec::new();
+    for id in &args.approve_always {
+        let Some(call) = pending.iter().find(|p| &p.call_id == id) else {
+            return Err(CliError::usage(format!(
+                "--approve-always {id}: the session waits for no approval of that call"
+            )));
+        };
+        let for_call = rules.allow_rules_for(&call.name, &call.arguments);
+        if for_call.is_empty() {
+            eprintln!(
+                "toolbelt: no allow rule can be written for call {}; it is approved this once",
+                toolbelt::visible(id)
+            );
+        }
+        allow.extend(for_call);
+    }
+    if allow.is_empty() {
+        return Ok(());
+    }
+    let file = crate::agent_cli::permissions::remember_allow(&dir, &allow)?;
+    eprintln!(
+        "toolbelt: allowed from now on ({}): {}",
+        file.display(),
+        toolbelt::visible(&allow.join(", "))
+    );
+    Ok(())
 }
 
 /// The JSON object in `file` (bounded), for `--edit`.
@@ -120,6 +158,10 @@ pub async fn run(args: RunArgs) -> Outcome {
     let decisions = args.decisions()?;
     // The model first: without one there is nothing to do, and nothing should be opened.
     let model = model_from(&args.agent)?;
+    if !args.approve_always.is_empty() {
+        // Written before the agent starts, so this run's rules have them too.
+        remember_always(&args).await?;
+    }
     let input = match args.prompt.as_deref() {
         Some("-") => Some(
             std::io::read_to_string(std::io::stdin())

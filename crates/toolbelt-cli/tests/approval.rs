@@ -393,3 +393,57 @@ async fn an_approved_call_whose_process_was_killed_mid_call_is_never_run_again()
         .args(["-9", pid.trim()])
         .status();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_always_runs_the_call_and_writes_a_rule_that_stops_the_next_question() {
+    let dir = project();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "Bash", r#"{"command":"echo first > first.txt"}"#),
+        Reply::text("Ran it."),
+        Reply::tool_call(
+            "call_2",
+            "Bash",
+            r#"{"command":"echo second > second.txt"}"#,
+        ),
+        Reply::text("Ran it without asking."),
+    ])
+    .await
+    .unwrap();
+    let paused = output(stored_run(&server, dir.path(), &["run echo"]), "").await;
+    assert_eq!(paused.status.code(), Some(3), "{}", text(&paused.stderr));
+    let always = stored_run(&server, dir.path(), &["--approve-always", "call_1"]);
+    let out = output(always, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("allowed from now on") && stderr.contains("Bash(echo:*)"),
+        "{stderr}"
+    );
+    assert!(dir.path().join("first.txt").exists());
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".toolbelt/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        settings["permissions"]["allow"],
+        serde_json::json!(["Bash(echo:*)"])
+    );
+
+    // A later run, another session: the rule lets the same kind of command run unasked.
+    let mut next = toolbelt(&server, dir.path());
+    next.args(["run", "again", "--dir"]).arg(dir.path());
+    let again = output(next, "").await;
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        dir.path().join("second.txt").exists(),
+        "the allowed command ran"
+    );
+
+    // An id the session does not wait on is a usage error, and writes nothing.
+    let wrong = output(
+        stored_run(&server, dir.path(), &["--approve-always", "nope"]),
+        "",
+    )
+    .await;
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong.stderr));
+}

@@ -35,6 +35,7 @@
 //! assert!(matches!(decide(r#"{"command":"rm -rf build"}"#), Permission::Ask(_)));
 //! ```
 
+mod always;
 mod preview;
 mod rule;
 

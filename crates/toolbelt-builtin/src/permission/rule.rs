@@ -334,7 +334,7 @@ fn paths_of(subject: &Subject<'_>) -> Result<Vec<Touched>, String> {
     }
 }
 
-fn host_of(subject: &Subject<'_>) -> Option<String> {
+pub(crate) fn host_of(subject: &Subject<'_>) -> Option<String> {
     let url = subject.arguments.get("url")?.as_str()?;
     let (_, rest) = url.split_once("://")?;
     let authority = rest.split(['/', '?', '#', '\\']).next()?;

@@ -134,3 +134,44 @@ fn read_settings(path: &Path) -> Result<Option<String>, CliError> {
         .map(Some)
         .map_err(|_| refuse("not UTF-8".into()))
 }
+
+/// Adds `rules` to the allow list of `.toolbelt/settings.json` in `dir` (created when
+/// missing; its other keys and rules kept, a rule already there not repeated), written whole
+/// to a temporary file and renamed over the old one, so a crash never leaves half a file.
+/// Returns the file's path.
+pub fn remember_allow(dir: &Path, rules: &[String]) -> Result<PathBuf, CliError> {
+    let path = dir.join(".toolbelt/settings.json");
+    let refuse = |why: String| CliError::failed(format!("{}: {why}", path.display()));
+    let mut settings = match read_settings(&path)? {
+        Some(text) => serde_json::from_str::<serde_json::Value>(&text)
+            .map_err(|e| refuse(format!("not JSON: {e}")))?,
+        None => serde_json::json!({}),
+    };
+    let Some(object) = settings.as_object_mut() else {
+        return Err(refuse("not a JSON object".into()));
+    };
+    let permissions = object
+        .entry("permissions")
+        .or_insert_with(|| serde_json::json!({}));
+    let Some(permissions) = permissions.as_object_mut() else {
+        return Err(refuse("`permissions` is not an object".into()));
+    };
+    let allow = permissions
+        .entry("allow")
+        .or_insert_with(|| serde_json::json!([]));
+    let Some(allow) = allow.as_array_mut() else {
+        return Err(refuse("`permissions.allow` is not a list".into()));
+    };
+    for rule in rules {
+        if !allow.iter().any(|r| r == rule.as_str()) {
+            allow.push(rule.as_str().into());
+        }
+    }
+    let folder = path.parent().expect("the settings file is in a folder");
+    std::fs::create_dir_all(folder).map_err(|e| refuse(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&settings).expect("JSON values serialize") + "\n";
+    let mut temp = tempfile::NamedTempFile::new_in(folder).map_err(|e| refuse(e.to_string()))?;
+    std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(|e| refuse(e.to_string()))?;
+    temp.persist(&path).map_err(|e| refuse(e.to_string()))?;
+    Ok(path)
+}
