@@ -47,6 +47,17 @@ async fn stored(db: &Path) -> Vec<Event> {
         .unwrap()
 }
 
+/// A temporary folder with the session file `sessions.db` and the tools' folder `work`
+/// (holding `readme.txt`).
+fn folders() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("readme.txt"), "read me\n").unwrap();
+    let db = dir.path().join("sessions.db");
+    (dir, work, db)
+}
+
 /// The three calls of the first turn: a Write and a Bash the rules ask about, and a Read
 /// they allow.
 fn three_calls() -> Reply {
@@ -63,11 +74,7 @@ fn three_calls() -> Reply {
 
 #[tokio::test]
 async fn a_paused_run_resumes_in_a_new_runner_with_an_edit_and_a_denial() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("sessions.db");
-    let work = dir.path().join("work");
-    std::fs::create_dir(&work).unwrap();
-    std::fs::write(work.join("readme.txt"), "read me\n").unwrap();
+    let (_dir, work, db) = folders();
     let server = ScriptedServer::start([three_calls(), Reply::text("Done.")])
         .await
         .unwrap();
@@ -172,11 +179,7 @@ async fn a_paused_run_resumes_in_a_new_runner_with_an_edit_and_a_denial() {
 
 #[tokio::test]
 async fn an_approved_call_runs_once_and_a_second_decision_for_it_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("sessions.db");
-    let work = dir.path().join("work");
-    std::fs::create_dir(&work).unwrap();
-    std::fs::write(work.join("readme.txt"), "read me\n").unwrap();
+    let (_dir, work, db) = folders();
     let server = ScriptedServer::start([three_calls(), Reply::text("Done.")])
         .await
         .unwrap();
@@ -220,11 +223,7 @@ async fn an_approved_call_runs_once_and_a_second_decision_for_it_is_refused() {
 
 #[tokio::test]
 async fn an_approved_call_whose_run_died_mid_call_is_reported_unknown_and_never_rerun() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("sessions.db");
-    let work = dir.path().join("work");
-    std::fs::create_dir(&work).unwrap();
-    std::fs::write(work.join("readme.txt"), "read me\n").unwrap();
+    let (_dir, work, db) = folders();
     let server = ScriptedServer::start([three_calls(), Reply::text("Checked.")])
         .await
         .unwrap();

@@ -244,7 +244,8 @@ async fn a_paused_run_is_decided_with_the_pages_buttons_and_resumes_in_chromium(
     .await
     .unwrap();
     // Paused by a `toolbelt run` without a terminal; the page resumes it.
-    let (code, stderr) = run_paused(&server, d, &file, "Write two files").await;
+    let (code, stderr) =
+        ui_support::run_asking_in_session(&server, d, &file, "Write two files", &[]).await;
     assert_eq!(code, Some(3), "{stderr}");
     let ui = Ui::start_asking(&server, d, &file, &[]);
     browse(&ui, "approval", async || {}).await;
@@ -252,28 +253,4 @@ async fn a_paused_run_is_decided_with_the_pages_buttons_and_resumes_in_chromium(
     assert!(!d.join("b.txt").exists(), "the denied Write never ran");
     let told = crate::run_support::tool_contents(&server.requests()[1]);
     assert!(told[1].contains("The user says: not that one"), "{told:?}");
-}
-
-/// `toolbelt run PROMPT --session FILE` without `--yes` or a terminal: it pauses on what
-/// the rules ask about.
-async fn run_paused(
-    server: &ScriptedServer,
-    dir: &Path,
-    session: &Path,
-    prompt: &str,
-) -> (Option<i32>, String) {
-    let mut command = ui_support::toolbelt(server, dir);
-    command
-        .args(["run", prompt, "--session"])
-        .arg(session)
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::null());
-    let out = tokio::task::spawn_blocking(move || command.output().expect("run toolbelt"))
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }

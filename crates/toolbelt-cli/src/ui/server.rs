@@ -337,14 +337,9 @@ async fn start_run(
     State(state): State<Arc<UiState>>,
     body: Result<Json<StartRun>, JsonRejection>,
 ) -> Response {
-    let Some(runs) = &state.runs else {
-        return error(
-            StatusCode::CONFLICT,
-            state
-                .chat_off
-                .clone()
-                .unwrap_or_else(|| "this UI cannot start runs".into()),
-        );
+    let runs = match runs_of(&state) {
+        Ok(runs) => runs,
+        Err(answer) => return *answer,
     };
     // axum's Json extractor insists on `Content-Type: application/json`, which a cross-site
     // form cannot send; the origin check has already refused cross-site scripts.
@@ -378,7 +373,12 @@ async fn start_run(
         );
     }
     let input = toolbelt::agent::RunInput::from(start.message);
-    match runs.start(session_id, input, Default::default()).await {
+    started(runs.start(session_id, input, Default::default()).await)
+}
+
+/// The answer to a request that started a run.
+fn started(result: Result<String, StartError>) -> Response {
+    match result {
         Ok(session_id) => (
             StatusCode::ACCEPTED,
             Json(json!({ "session_id": session_id })),
@@ -389,6 +389,19 @@ async fn start_run(
             "a run of this session is still going; wait for it to end",
         ),
     }
+}
+
+/// The runs of a UI that can start them, or the answer saying why it cannot.
+fn runs_of(state: &UiState) -> Result<&Arc<Runs>, Box<Response>> {
+    state.runs.as_ref().ok_or_else(|| {
+        Box::new(error(
+            StatusCode::CONFLICT,
+            state
+                .chat_off
+                .clone()
+                .unwrap_or_else(|| "this UI cannot start runs".into()),
+        ))
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -406,14 +419,9 @@ async fn decide(
     State(state): State<Arc<UiState>>,
     body: Result<Json<Decide>, JsonRejection>,
 ) -> Response {
-    let Some(runs) = &state.runs else {
-        return error(
-            StatusCode::CONFLICT,
-            state
-                .chat_off
-                .clone()
-                .unwrap_or_else(|| "this UI cannot resume runs".into()),
-        );
+    let runs = match runs_of(&state) {
+        Ok(runs) => runs,
+        Err(answer) => return *answer,
     };
     let decide = match body {
         Ok(Json(decide)) => decide,
@@ -437,20 +445,10 @@ async fn decide(
         );
     }
     let input = toolbelt::agent::RunInput::resume();
-    match runs
-        .start(Some(decide.session_id), input, decide.decisions)
-        .await
-    {
-        Ok(session_id) => (
-            StatusCode::ACCEPTED,
-            Json(json!({ "session_id": session_id })),
-        )
-            .into_response(),
-        Err(StartError::Busy) => error(
-            StatusCode::CONFLICT,
-            "a run of this session is still going; wait for it to end",
-        ),
-    }
+    started(
+        runs.start(Some(decide.session_id), input, decide.decisions)
+            .await,
+    )
 }
 
 async fn calls(State(state): State<Arc<UiState>>) -> Json<Value> {

@@ -76,12 +76,16 @@ impl Ui {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                // Kept before the URL is announced: a test that reads stderr as soon as
+                // `spawn` returns must find the line there.
+                {
+                    let mut all = sink.lock().unwrap();
+                    all.push_str(&line);
+                    all.push('\n');
+                }
                 if let Some(url) = line.strip_prefix(&marker) {
                     let _ = tx.send(url.trim().to_string());
                 }
-                let mut all = sink.lock().unwrap();
-                all.push_str(&line);
-                all.push('\n');
             }
         });
         let Ok(url) = rx.recv_timeout(Duration::from_secs(60)) else {
@@ -203,9 +207,23 @@ pub async fn run_in_session(
     prompt: &str,
     extra: &[&str],
 ) -> (Option<i32>, String) {
+    let mut extra = extra.to_vec();
+    extra.push("--yes");
+    run_asking_in_session(server, dir, session, prompt, &extra).await
+}
+
+/// As [`run_in_session`] without `--yes`: with no terminal, the run pauses on what the rules
+/// ask about (exit 3).
+pub async fn run_asking_in_session(
+    server: &ScriptedServer,
+    dir: &Path,
+    session: &Path,
+    prompt: &str,
+    extra: &[&str],
+) -> (Option<i32>, String) {
     let mut command = toolbelt(server, dir);
     command
-        .args(["run", prompt, "--yes", "--session"])
+        .args(["run", prompt, "--session"])
         .arg(session)
         .arg("--dir")
         .arg(dir)
