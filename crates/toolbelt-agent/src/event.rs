@@ -191,6 +191,20 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         preview: Option<String>,
     },
+    /// A long-running call answered with its status ([`ToolOutput::pending`]): its work goes
+    /// on outside the run, which ends after this turn's other calls. Resume the session with
+    /// the result as a role=tool message for `call_id`
+    /// ([`awaiting_results`](crate::awaiting_results) lists those not supplied yet).
+    ///
+    /// [`ToolOutput::pending`]: toolbelt_core::ToolOutput::pending
+    ToolPending {
+        /// The call's recorded id.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// What the tool said about the work (a ticket, a job id, how long it takes).
+        status: String,
+    },
     /// A person's decision on a requested approval, stored as the resumed run applies it
     /// (before an approved call runs, so a run that dies while the call runs never runs it
     /// again: the next resume records its outcome as unknown).
@@ -262,6 +276,7 @@ impl EventKind {
             EventKind::ToolProgress { .. } => "tool_progress",
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::PendingToolCalls { .. } => "pending_tool_calls",
+            EventKind::ToolPending { .. } => "tool_pending",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalDecided { .. } => "approval_decided",
             EventKind::Warning { .. } => "warning",

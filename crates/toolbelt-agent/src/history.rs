@@ -80,6 +80,7 @@ fn entries_from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<E
             | EventKind::ToolChunk { .. }
             | EventKind::ToolProgress { .. }
             | EventKind::PendingToolCalls { .. }
+            | EventKind::ToolPending { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalDecided { .. }
             | EventKind::Warning { .. }

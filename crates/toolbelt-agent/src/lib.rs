@@ -112,6 +112,7 @@ pub mod history;
 mod id;
 mod invocation;
 mod llm_agent;
+mod long_running;
 mod plugin;
 mod runner;
 pub mod session;
@@ -126,6 +127,7 @@ pub use event::{ErrorKind, Event, EventKind, ToolResult};
 pub use extension::{Extension, ExtensionError, Extensions};
 pub use invocation::{Invocation, RunOptions};
 pub use llm_agent::{DEFAULT_MAX_TOOL_ITERATIONS, LlmAgent, LlmAgentBuilder};
+pub use long_running::{AwaitedResult, awaiting_results};
 pub use plugin::Plugin;
 pub use runner::{EventStream, RunInput, Runner};
 #[cfg(feature = "postgres")]

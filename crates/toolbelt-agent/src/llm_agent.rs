@@ -828,6 +828,14 @@ impl LlmAgent {
                     index,
                     item: BatchItem::Done(result),
                 } => match result.result {
+                    Ok(output) if output.pending => {
+                        paused = true;
+                        EventKind::ToolPending {
+                            call_id: result.call_id,
+                            name: result.tool_name,
+                            status: output.llm_text(),
+                        }
+                    }
                     Err(ToolError::AwaitingApproval { reason, preview }) => {
                         paused = true;
                         EventKind::ApprovalRequested {

@@ -241,7 +241,7 @@ impl Runner {
     }
 
     /// The agent that answers this input: for role=tool results, the agent whose calls
-    /// were handed back; for decisions on requested approvals, the agent that asked; for a
+    /// were handed back (or are running long); for decisions on requested approvals, the agent that asked; for a
     /// user message, the one a pending await_user_reply route names
     /// (consuming the route); else the root.
     async fn agent_for(
@@ -260,6 +260,7 @@ impl Runner {
                 EventKind::PendingToolCalls { calls } => calls
                     .iter()
                     .any(|call| answered.contains(&call.id.as_str())),
+                EventKind::ToolPending { call_id, .. } => answered.contains(&call_id.as_str()),
                 _ => false,
             });
             let agent = asker.and_then(|event| find_agent(&self.root, &event.author));

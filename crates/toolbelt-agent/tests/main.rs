@@ -9,6 +9,7 @@ mod agent_tool;
 mod approvals;
 mod attack_framework_names;
 mod callbacks;
+mod long_running;
 mod loud_failures;
 mod session_stores;
 mod session_watch;

@@ -366,17 +366,15 @@ async fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliE
     })
 }
 
-/// The approvals the `--session` store's session `--session-id` waits for.
-pub async fn pending_approvals_in(
-    args: &AgentArgs,
-) -> Result<Vec<toolbelt::agent::PendingApproval>, CliError> {
+/// The stored events of the `--session` store's session `--session-id` (what it waits for:
+/// approvals, long-running calls' results).
+pub async fn stored_events(args: &AgentArgs) -> Result<Vec<toolbelt::agent::Event>, CliError> {
     let sessions = sessions_from(args).await?;
     let key = toolbelt::agent::SessionKey::new(APP, USER, session_id(args));
-    let events = sessions
+    sessions
         .events(&key)
         .await
-        .map_err(|e| CliError::failed(format!("reading the session: {e}")))?;
-    Ok(toolbelt::agent::pending_approvals(&events))
+        .map_err(|e| CliError::failed(format!("reading the session: {e}")))
 }
 
 /// The session id to use: the one given, or a new one.

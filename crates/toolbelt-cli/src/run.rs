@@ -21,15 +21,16 @@ use std::io::IsTerminal;
 
 use clap::Args;
 use toolbelt::agent::{Decision, RunInput};
+use toolbelt::model::Message;
 
 use crate::agent_cli::{
     AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, approval_from, model_from,
-    shared_stdin, watch_run,
+    shared_stdin, stored_events, watch_run,
 };
 use crate::common::{CliError, EXIT_AWAITING_APPROVAL, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
-/// The largest `--edit` arguments file read, in bytes.
-const MAX_EDIT_BYTES: u64 = 1 << 20;
+/// The largest `--edit` arguments or `--tool-result` file read, in bytes.
+const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Flags of `toolbelt run`.
 #[derive(Args, Debug)]
@@ -53,6 +54,10 @@ pub struct RunArgs {
     /// `.toolbelt/settings.json` in --dir. An ask rule still asks.
     #[arg(long, value_name = "CALL", requires = "session_id")]
     approve_always: Vec<String>,
+    /// The result of the long-running call CALL (its text in FILE): resumes the session
+    /// that paused on it.
+    #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
+    tool_result: Vec<String>,
     /// Run the paused call CALL with the JSON arguments in FILE instead of the model's.
     #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
     edit: Vec<String>,
@@ -100,9 +105,42 @@ impl RunArgs {
     }
 }
 
+/// The `--session` file's name, as the resume hint prints it.
+fn session_file(args: &RunArgs) -> String {
+    args.agent
+        .session
+        .as_deref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The role=tool messages `--tool-result CALL=FILE` gives, for calls the session awaits.
+async fn tool_results(args: &RunArgs) -> Result<Vec<Message>, CliError> {
+    if args.tool_result.is_empty() {
+        return Ok(Vec::new());
+    }
+    let awaited = toolbelt::agent::awaiting_results(&stored_events(&args.agent).await?);
+    let mut messages = Vec::new();
+    for flag in &args.tool_result {
+        let Some((id, file)) = flag.split_once('=') else {
+            return Err(CliError::usage(format!(
+                "--tool-result {flag}: expected CALL=FILE (a file holding the result's text)"
+            )));
+        };
+        let Some(call) = awaited.iter().find(|a| a.call_id == id) else {
+            return Err(CliError::usage(format!(
+                "--tool-result {id}: the session awaits no result of that call"
+            )));
+        };
+        let text = bounded_text(file, "--tool-result")?;
+        messages.push(Message::tool(&call.call_id, &call.name, text));
+    }
+    Ok(messages)
+}
+
 /// Adds the allow rules of the `--approve-always` calls to the settings, saying which.
 async fn remember_always(args: &RunArgs) -> Result<(), CliError> {
-    let pending = crate::agent_cli::pending_approvals_in(&args.agent).await?;
+    let pending = toolbelt::agent::pending_approvals(&stored_events(&args.agent).await?);
     let dir = crate::common::canonical_dir(&args.agent.sources.dir)?;
     let rules = toolbelt::builtin::permission::PermissionRules::new(&dir);
     let mut allow = Vec::new();
@@ -133,19 +171,26 @@ async fn remember_always(args: &RunArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The JSON object in `file` (bounded), for `--edit`.
-fn edited_arguments(file: &str) -> Result<serde_json::Value, CliError> {
+/// The text of `file` (UTF-8, at most [`MAX_FILE_BYTES`]), for `flag`.
+fn bounded_text(file: &str, flag: &str) -> Result<String, CliError> {
     use std::io::Read;
-    let refuse = |why: String| CliError::usage(format!("--edit {file}: {why}"));
+    let refuse = |why: String| CliError::usage(format!("{flag} {file}: {why}"));
     let opened = std::fs::File::open(file).map_err(|e| refuse(e.to_string()))?;
     let mut text = String::new();
     opened
-        .take(MAX_EDIT_BYTES + 1)
+        .take(MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(|e| refuse(e.to_string()))?;
-    if text.len() as u64 > MAX_EDIT_BYTES {
-        return Err(refuse(format!("larger than {MAX_EDIT_BYTES} bytes")));
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(refuse(format!("larger than {MAX_FILE_BYTES} bytes")));
     }
+    Ok(text)
+}
+
+/// The JSON object in `file` (bounded), for `--edit`.
+fn edited_arguments(file: &str) -> Result<serde_json::Value, CliError> {
+    let refuse = |why: String| CliError::usage(format!("--edit {file}: {why}"));
+    let text = bounded_text(file, "--edit")?;
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(value) if value.is_object() => Ok(value),
         Ok(_) => Err(refuse("the arguments must be a JSON object".into())),
@@ -169,19 +214,21 @@ pub async fn run(args: RunArgs) -> Outcome {
         ),
         other => other.map(str::to_string),
     };
-    let input = match input {
+    let mut messages = tool_results(&args).await?;
+    match input {
         Some(prompt) if prompt.trim().is_empty() => {
             return Err(CliError::usage("the prompt is empty"));
         }
-        Some(prompt) => RunInput::from(prompt),
-        None if decisions.is_empty() => {
+        Some(prompt) => messages.push(Message::user(prompt)),
+        None if decisions.is_empty() && messages.is_empty() => {
             return Err(CliError::usage(
-                "give a prompt, or decisions (--approve, --reject, --edit) to resume a paused \
-                 session with",
+                "give a prompt, or decisions (--approve, --reject, --edit) or results \
+                 (--tool-result) to resume a paused session with",
             ));
         }
-        None => RunInput::resume(),
-    };
+        None => {}
+    }
+    let input = RunInput::from(messages);
     let format = if args.json {
         Format::Json
     } else {
@@ -208,13 +255,20 @@ pub async fn run(args: RunArgs) -> Outcome {
             Ok(signal.exit_code())
         }
         RunEnd::Completed(summary) if summary.failed => Ok(EXIT_TOOL_FAILED),
+        RunEnd::Completed(summary) if !summary.running_long.is_empty() => {
+            eprintln!(
+                "toolbelt: paused until the result of {} long-running call(s) comes; resume \
+                 with\n  toolbelt run --session {} --session-id {} --tool-result CALL=FILE, \
+                 for CALL in: {}",
+                summary.running_long.len(),
+                toolbelt::visible(&session_file(&args)),
+                toolbelt::visible(&session_id),
+                toolbelt::visible(&summary.running_long.join(" | ")),
+            );
+            Ok(EXIT_AWAITING_APPROVAL)
+        }
         RunEnd::Completed(summary) if !summary.awaiting.is_empty() => {
-            let file = args
-                .agent
-                .session
-                .as_deref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
+            let file = session_file(&args);
             let ids = summary.awaiting.join(" | ");
             eprintln!(
                 "toolbelt: paused for approval of {} call(s); resume with\n  toolbelt run \

@@ -447,3 +447,32 @@ async fn approve_always_runs_the_call_and_writes_a_rule_that_stops_the_next_ques
     .await;
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_result_for_a_call_the_session_does_not_await_is_a_usage_error() {
+    // (No built-in tool runs long; the resume itself is tested in toolbelt-agent's
+    // long_running.rs. Here: the flag refuses what would be lost.)
+    let dir = project();
+    let server = ScriptedServer::start([]).await.unwrap();
+    let file = dir.path().join("result.txt");
+    std::fs::write(&file, "done").unwrap();
+    let flag = format!("call_9={}", file.display());
+    for bad in [
+        vec!["--tool-result", flag.as_str()],
+        vec!["--tool-result", "call_9"],
+    ] {
+        let out = output(stored_run(&server, dir.path(), &bad), "").await;
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+    }
+    let out = output(
+        stored_run(&server, dir.path(), &["--tool-result", &flag]),
+        "",
+    )
+    .await;
+    assert!(
+        text(&out.stderr).contains("awaits no result of that call"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(server.requests().is_empty());
+}

@@ -142,6 +142,7 @@ fn the_readme_shows_one_valid_line_per_event_type() {
         "run_completed",
         "tool_chunk",
         "tool_input",
+        "tool_pending",
         "tool_progress",
         "tool_result",
         "user_input",

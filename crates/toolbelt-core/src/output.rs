@@ -178,6 +178,11 @@ pub struct ToolOutput {
     /// Free-form metadata (MCP's `_meta`), visible to after hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
+    /// The work goes on outside the call (a job submitted, a person asked): this output is
+    /// its status, and the result comes later. An agent run pauses on it until the caller
+    /// supplies the result (ADK's long-running function tools).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 impl ToolOutput {
@@ -194,6 +199,15 @@ impl ToolOutput {
         Self {
             for_llm: Payload::Json(value),
             ..Self::default()
+        }
+    }
+
+    /// A long-running call's status (`ticket 42 opened; the build takes an hour`): the
+    /// result comes later (see [`ToolOutput::pending`](field@ToolOutput::pending)).
+    pub fn pending(status: impl Into<String>) -> Self {
+        Self {
+            pending: true,
+            ..Self::text(status)
         }
     }
 

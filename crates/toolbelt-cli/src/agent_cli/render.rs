@@ -53,6 +53,8 @@ pub struct RunSummary {
     pub failed: bool,
     /// The calls the run paused on, waiting for a person's approval (their ids).
     pub awaiting: Vec<String>,
+    /// The long-running calls whose result the run waits for (their ids).
+    pub running_long: Vec<String>,
 }
 
 /// Where a turn's text is shown while it streams.
@@ -148,6 +150,9 @@ impl Renderer {
         if let EventKind::ApprovalRequested { call_id, .. } = &event.kind {
             summary.awaiting.push(call_id.clone());
         }
+        if let EventKind::ToolPending { call_id, .. } = &event.kind {
+            summary.running_long.push(call_id.clone());
+        }
         if let EventKind::Warning { message } = &event.kind {
             self.end_stderr_line();
             self.spinner
@@ -232,6 +237,19 @@ impl Renderer {
                 }
                 self.end_lines();
                 self.spinner.println(text.trim_end());
+            }
+            EventKind::ToolPending {
+                call_id,
+                name,
+                status,
+            } => {
+                self.end_lines();
+                self.spinner.println(&format!(
+                    "toolbelt: {} (call {}) goes on outside this run: {}",
+                    toolbelt::visible(name),
+                    toolbelt::visible(call_id),
+                    toolbelt::visible(&short_args(status)),
+                ));
             }
             EventKind::PendingToolCalls { calls } => {
                 let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
