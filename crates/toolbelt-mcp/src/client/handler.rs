@@ -3,14 +3,15 @@
 //! `tools/list_changed`; progress is taken off the transport, see `progress.rs`).
 //!
 //! Capabilities follow the handlers a set was built with: `elicitation` only with an
-//! elicitation handler, `sampling` only with a sampling handler, `roots` only with roots. A
-//! server that asks anyway gets `-32601` (method not found) for sampling, a decline for
+//! elicitation handler, `sampling` only with a sampling handler (`sampling.tools` only when
+//! it offers tools), `roots` only with roots. A server that asks anyway gets `-32601`
+//! (method not found) for sampling, `-32602` for sampling with tools, a decline for
 //! elicitation and an empty root list, as rmcp answers by default.
 //!
 //! A set whose server is aggregated by `toolbelt serve` has a [`RequestRelay`] instead: it
-//! declares elicitation (form and URL), sampling and roots, and passes each such request
-//! to the relay, which hands it to a client of `serve` (or answers with an error saying none
-//! offers it; roots fall back to the set's own).
+//! declares elicitation (form and URL), sampling (with tools) and roots, and passes each such
+//! request to the relay, which hands it to a client of `serve` (or answers with an error
+//! saying none offers it; roots fall back to the set's own).
 
 // Sampling and roots are deprecated in rmcp's newest protocol (SEP-2577) but are what
 // servers on 2025-06-18 and 2025-11-25 use.

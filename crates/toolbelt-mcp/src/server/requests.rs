@@ -2,10 +2,10 @@
 //! `sampling/createMessage`, `roots/list`), passed on to the client of the call that made
 //! them.
 //!
-//! The upstream sessions declare elicitation (form and URL), sampling (with tools) and roots, because a
-//! client that connects later may offer them. When a request comes, it goes to a client that
-//! declared the capability, and that client's answer (or JSON-RPC error) is the server's
-//! answer, unchanged:
+//! The upstream sessions declare elicitation (form and URL), sampling (with tools) and roots,
+//! because a client that connects later may offer them. When a request comes, it goes to a
+//! client that declared the capability, and that client's answer (or JSON-RPC error) is the
+//! server's answer, unchanged:
 //!
 //! - MCP's messages do not say which call a server's request belongs to (the SDKs send it on
 //!   the call's own stream over streamable HTTP, and nothing marks it over stdio), so it goes
