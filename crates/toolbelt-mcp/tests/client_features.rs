@@ -414,3 +414,54 @@ async fn a_client_without_sampling_tools_is_not_sent_tools() {
         out.llm_text()
     );
 }
+
+/// A server that sends tools to a client that did not declare `sampling.tools` gets -32602
+/// and the handler is not asked; a handler that answers a request without tools with tool
+/// calls is not passed on as such.
+#[tokio::test]
+async fn tools_the_client_did_not_declare_are_refused_and_unoffered_calls_are_an_error() {
+    let asked: Arc<Mutex<u32>> = Arc::default();
+    let count = asked.clone();
+    let set = builder()
+        .on_sampling(move |_| {
+            *count.lock().unwrap() += 1;
+            let input = json!({"city": "Rome"}).as_object().cloned().unwrap();
+            Box::pin(async move {
+                Ok(SamplingResponse::tool_uses(
+                    "m",
+                    "",
+                    vec![SamplingToolUse {
+                        id: "u".into(),
+                        name: "get_weather".into(),
+                        input,
+                    }],
+                ))
+            })
+        })
+        .build()
+        .unwrap();
+    let ctx = ToolContext::new();
+    let refused = call_json(&set, &ctx, "sample_tools_unchecked", json!({})).await;
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not declare sampling.tools"),
+        "{refused}"
+    );
+    assert_eq!(*asked.lock().unwrap(), 0, "the handler was not asked");
+
+    // A plain request (no tools) answered with a tool call: the server gets an error.
+    let out = set
+        .call(&ctx, "summarize", json!({"text": "x"}).as_object().cloned())
+        .await
+        .unwrap();
+    set.close().await.unwrap();
+    assert!(out.is_error, "{out:?}");
+    assert!(
+        out.llm_text().contains("the request offered none"),
+        "{}",
+        out.llm_text()
+    );
+}
