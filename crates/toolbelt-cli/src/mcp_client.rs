@@ -1,7 +1,7 @@
 //! What `toolbelt mcp` offers the server it talks to, and how it shows the server's side of a
 //! call: elicitation (`--elicitation ask|accept-defaults|decline`), sampling
-//! (`--sampling model|decline`), the `--dir` as a root, progress lines on stderr, and hints
-//! that say what to try when a connection fails.
+//! (`--sampling model|decline`, with the tools a request offers the model), the `--dir` as
+//! a root, progress lines on stderr, and hints that say what to try when a connection fails.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -12,9 +12,12 @@ use futures::future::BoxFuture;
 use toolbelt::mcp::{
     ElicitationField, ElicitationKind, ElicitationRequest, ElicitationResponse, FailureKind,
     McpError, McpToolSetBuilder, SamplingError, SamplingRequest, SamplingResponse, SamplingRole,
-    TransportConfig,
+    SamplingToolChoice, SamplingToolUse, TransportConfig,
 };
-use toolbelt::model::{FinishReason, GenerationConfig, Message, Model, OpenAiModel, Request};
+use toolbelt::model::{
+    FinishReason, GenerationConfig, Message, Model, OpenAiModel, Request, ToolCall, ToolChoice,
+};
+use toolbelt::{Declaration, JsonObject};
 use toolbelt::{ProgressSink, ProgressUpdate, visible};
 
 /// How `toolbelt mcp` answers a server that asks the user for input.
@@ -188,53 +191,53 @@ fn prompt(input: &mut impl BufRead, err: &mut impl Write, question: &str) -> Opt
     }
 }
 
-/// Sends the server's sampling requests to `model`; without one the client declares no
-/// sampling and the server's requests are refused.
+/// Sends the server's sampling requests to `model`, with the tools a request offers (the
+/// model's calls go back to the server, which runs them); without a model the client
+/// declares no sampling and the server's requests are refused.
 pub fn with_sampling(builder: McpToolSetBuilder, model: Option<OpenAiModel>) -> McpToolSetBuilder {
     let Some(model) = model else {
         return builder;
     };
     let model = Arc::new(model);
-    builder.on_sampling(move |request| {
+    builder.sampling_tools(true).on_sampling(move |request| {
         let model = model.clone();
         Box::pin(async move { complete(&model, request).await }) as BoxFuture<'static, _>
     })
 }
 
-/// Sends a server's sampling request to the model and returns its text.
+/// Sends a server's sampling request to the model and returns its text and tool calls.
 async fn complete(
     model: &OpenAiModel,
     request: SamplingRequest,
 ) -> Result<SamplingResponse, SamplingError> {
     eprintln!(
-        "note: server {:?} asked the model for a completion ({} message(s), at most {} tokens)",
+        "note: server {:?} asked the model for a completion ({} message(s), {} tool(s), at \
+         most {} tokens)",
         request.server,
         request.messages.len(),
+        request.tools.len(),
         request.max_tokens
     );
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = &request.system_prompt {
-        messages.push(Message::system(system.clone()));
-    }
-    for message in &request.messages {
-        messages.push(match message.role {
-            SamplingRole::User => Message::user(message.text.clone()),
-            SamplingRole::Assistant => Message::assistant(message.text.clone()),
-        });
-    }
     let config = GenerationConfig {
         max_tokens: Some(request.max_tokens),
         temperature: request.temperature,
         stop: request.stop_sequences.clone(),
         ..GenerationConfig::default()
     };
+    let mut model_request = Request::new(conversation(&request)).with_config(config);
+    if !request.tools.is_empty() {
+        model_request = model_request
+            .with_tools(declarations(&request)?)
+            .with_tool_choice(match request.tool_choice {
+                SamplingToolChoice::Auto => ToolChoice::Auto,
+                SamplingToolChoice::Required => ToolChoice::Required,
+                SamplingToolChoice::None => ToolChoice::None,
+            });
+    }
     let failed = |err: toolbelt::model::ModelError| {
         SamplingError::failed(format!("the model failed: {err}"))
     };
-    let mut stream = model
-        .generate(Request::new(messages).with_config(config))
-        .await
-        .map_err(failed)?;
+    let mut stream = model.generate(model_request).await.map_err(failed)?;
     let mut answer = None;
     while let Some(item) = stream.next().await {
         let item = item.map_err(failed)?;
@@ -243,20 +246,124 @@ async fn complete(
         }
     }
     let answer = answer.ok_or_else(|| SamplingError::failed("the model gave no answer"))?;
-    let mut response = SamplingResponse::new(
-        if answer.model.is_empty() {
-            model.name().to_string()
-        } else {
-            answer.model
-        },
-        answer.message.map(|m| m.content).unwrap_or_default(),
-    );
+    let name = if answer.model.is_empty() {
+        model.name().to_string()
+    } else {
+        answer.model
+    };
+    let message = answer.message.unwrap_or_else(|| Message::assistant(""));
+    if !message.tool_calls.is_empty() {
+        if request.tools.is_empty() || request.tool_choice == SamplingToolChoice::None {
+            return Err(SamplingError::failed(
+                "the model called a tool although the request allowed none",
+            ));
+        }
+        let uses = message
+            .tool_calls
+            .iter()
+            .map(tool_use)
+            .collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
+        eprintln!(
+            "note: the model called {names:?}; server {:?} runs the calls",
+            request.server
+        );
+        return Ok(SamplingResponse::tool_uses(name, message.content, uses));
+    }
+    let mut response = SamplingResponse::new(name, message.content);
     response.stop_reason = match answer.finish_reason {
         Some(FinishReason::Length) => Some("maxTokens".into()),
         Some(FinishReason::Stop) | None => Some("endTurn".into()),
         Some(other) => Some(other.as_str().to_string()),
     };
     Ok(response)
+}
+
+/// The server's conversation as the model's messages: the model's earlier tool calls as an
+/// assistant message's calls, and each tool result as a tool message answering its call.
+fn conversation(request: &SamplingRequest) -> Vec<Message> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system_prompt {
+        messages.push(Message::system(system.clone()));
+    }
+    // A tool message names the tool; the result names only the call.
+    let mut called = std::collections::HashMap::new();
+    for message in &request.messages {
+        match message.role {
+            SamplingRole::Assistant if !message.tool_uses.is_empty() => {
+                let calls = message
+                    .tool_uses
+                    .iter()
+                    .map(|u| {
+                        called.insert(u.id.clone(), u.name.clone());
+                        ToolCall::new(
+                            u.id.clone(),
+                            u.name.clone(),
+                            serde_json::Value::Object(u.input.clone()).to_string(),
+                        )
+                    })
+                    .collect();
+                messages.push(Message::assistant_tool_calls(message.text.clone(), calls));
+            }
+            SamplingRole::Assistant => messages.push(Message::assistant(message.text.clone())),
+            SamplingRole::User => {
+                for result in &message.tool_results {
+                    let tool = called.get(&result.tool_use_id).cloned().unwrap_or_default();
+                    let mut answer =
+                        Message::tool(result.tool_use_id.clone(), tool, result.text.clone());
+                    answer.is_error = result.is_error;
+                    messages.push(answer);
+                }
+                if message.tool_results.is_empty() || !message.text.is_empty() {
+                    messages.push(Message::user(message.text.clone()));
+                }
+            }
+        }
+    }
+    messages
+}
+
+/// The request's tools as the model's declarations; a name or schema the model cannot take
+/// fails the request, telling the server which tool.
+fn declarations(request: &SamplingRequest) -> Result<Vec<Declaration>, SamplingError> {
+    request
+        .tools
+        .iter()
+        .map(|tool| {
+            Declaration::new(
+                tool.name.as_str(),
+                tool.description.clone().unwrap_or_default(),
+            )
+            .and_then(|d| d.with_input_schema(serde_json::Value::Object(tool.input_schema.clone())))
+            .map_err(|err| {
+                SamplingError::failed(format!(
+                    "the tool {:?} cannot be offered to the model: {err}",
+                    tool.name
+                ))
+            })
+        })
+        .collect()
+}
+
+/// One of the model's tool calls for the server; arguments that are not a JSON object fail
+/// the request (the server could not run the call).
+fn tool_use(call: &ToolCall) -> Result<SamplingToolUse, SamplingError> {
+    let arguments = call.arguments().trim();
+    let input = if arguments.is_empty() {
+        JsonObject::new()
+    } else {
+        serde_json::from_str::<JsonObject>(arguments).map_err(|err| {
+            SamplingError::failed(format!(
+                "the model called {:?} with arguments that are not a JSON object: {err}",
+                call.name()
+            ))
+        })?
+    };
+    Ok(SamplingToolUse {
+        id: call.id.clone(),
+        name: call.name().to_string(),
+        input,
+    })
 }
 
 /// Prints a call's progress on stderr: one line per report, or one line rewritten in place

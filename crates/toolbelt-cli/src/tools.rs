@@ -1,6 +1,8 @@
 //! `toolbelt tools list` and `toolbelt tools call`: the built-in tools (and those of the MCP
 //! servers in `--mcp-config`) listed, or one of them called through the executor pipeline
-//! (validation, hooks, timeout), exactly as a model's call would be.
+//! (validation, hooks, timeout), exactly as a model's call would be. A server that offers
+//! some tools only to a client declaring elicitation, sampling or roots (which this client
+//! does not) gets a note on stderr naming each such tool and what it needs.
 //!
 //! Write, Edit and NotebookEdit change an existing file only after it was fully Read in the
 //! same tool set session. Each `call` is a fresh session unless `--session FILE` names a
@@ -118,6 +120,11 @@ async fn list(args: ListArgs) -> Outcome {
         println!("{array}");
         return Ok(EXIT_OK);
     }
+    if let Some(path) = &args.sources.mcp_config {
+        for note in offered_elsewhere::notes(path, &args.sources.dir, &snapshot).await {
+            eprintln!("note: {note}");
+        }
+    }
     // With MCP servers the listing says where each tool comes from: `builtin` or the
     // server's name.
     if args.sources.mcp_config.is_some() {
@@ -177,6 +184,175 @@ async fn call(args: CallArgs) -> Outcome {
         );
     }
     Ok(code)
+}
+
+mod offered_elsewhere {
+    //! The tools an `--mcp-config` server offers only to a client that declares what the
+    //! client of `toolbelt tools`, `run` and `chat` does not: elicitation, sampling or roots
+    //! (the reference server-everything registers its elicitation, sampling and roots tools
+    //! only after such an `initialize`). `toolbelt serve` declares all three for its clients.
+    //!
+    //! Each server is asked once more, declaring all three (every request declined); only
+    //! when that lists a tool the listing did not is it asked once per capability, to say
+    //! which one each such tool needs.
+
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use futures::future::join_all;
+    use toolbelt::exec::ToolSnapshot;
+    use toolbelt::mcp::{
+        ConnectionConfig, ElicitationResponse, McpServersFile, McpToolSet, Root, SamplingError,
+    };
+    use toolbelt::{ToolContext, ToolSet};
+
+    /// What a client can declare in `initialize` beyond plain tool calls.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Offer {
+        Elicitation,
+        Sampling,
+        Roots,
+    }
+
+    const OFFERS: [Offer; 3] = [Offer::Elicitation, Offer::Sampling, Offer::Roots];
+
+    impl Offer {
+        fn name(self) -> &'static str {
+            match self {
+                Offer::Elicitation => "elicitation",
+                Offer::Sampling => "sampling",
+                Offer::Roots => "roots",
+            }
+        }
+    }
+
+    /// One line per tool left out of `listed` for a capability, after a line naming the
+    /// server; nothing for a server that offers every client the same tools, or that the
+    /// listing could not reach (it has said so already).
+    pub(super) async fn notes(path: &Path, dir: &Path, listed: &ToolSnapshot) -> Vec<String> {
+        let Ok(file) = McpServersFile::load(path) else {
+            return Vec::new();
+        };
+        let Some(root) = std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|dir| Root::directory(&dir).ok())
+        else {
+            return Vec::new();
+        };
+        let servers: Vec<(String, ConnectionConfig)> = file
+            .servers()
+            .into_iter()
+            .filter_map(|(name, config)| Some((name, config.ok()?)))
+            .collect();
+        let per_server = join_all(servers.iter().map(|(name, config)| {
+            let root = root.clone();
+            async move { server_notes(name, config, &root, listed).await }
+        }))
+        .await;
+        per_server.into_iter().flatten().collect()
+    }
+
+    async fn server_notes(
+        server: &str,
+        config: &ConnectionConfig,
+        root: &Root,
+        listed: &ToolSnapshot,
+    ) -> Vec<String> {
+        // A server the listing could not reach has been reported already; asking it again
+        // would only wait for it once more.
+        if listed.errors().iter().any(|(set, _)| set == server) {
+            return Vec::new();
+        }
+        let shown = shown_names(server, listed);
+        let Some(all) = tools_offered(server, config, &OFFERS, root).await else {
+            return Vec::new();
+        };
+        let left_out: Vec<&String> = all.iter().filter(|t| !shown.contains(*t)).collect();
+        if left_out.is_empty() {
+            return Vec::new();
+        }
+        let each = join_all(
+            OFFERS
+                .iter()
+                .map(|offer| tools_offered(server, config, std::slice::from_ref(offer), root)),
+        )
+        .await;
+        let mut notes = vec![format!(
+            "server {server:?} offers these tools only to a client that declares a capability \
+             `toolbelt tools`, `run` and `chat` do not, so they are left out here (`toolbelt \
+             serve` declares elicitation, sampling and roots for its clients and passes the \
+             server's requests on to them):"
+        )];
+        for tool in left_out {
+            let needs: Vec<&str> = OFFERS
+                .iter()
+                .zip(&each)
+                .filter(|(_, tools)| tools.as_ref().is_some_and(|t| t.contains(tool)))
+                .map(|(offer, _)| offer.name())
+                .collect();
+            let why = match needs[..] {
+                [] => "needs more than one of elicitation, sampling and roots".to_string(),
+                _ => format!("needs {}", needs.join(" or ")),
+            };
+            notes.push(format!("  {tool} ({why})"));
+        }
+        notes
+    }
+
+    /// The names `listed` shows for `server`'s tools, with the `{server}_` a clash added
+    /// taken off again.
+    fn shown_names(server: &str, listed: &ToolSnapshot) -> BTreeSet<String> {
+        let prefix = format!("{server}_");
+        let mut shown = BTreeSet::new();
+        for name in listed.names() {
+            if listed.tool_set_of(name) != Some(server) {
+                continue;
+            }
+            shown.insert(name.to_string());
+            if let Some(own) = name.strip_prefix(&prefix) {
+                shown.insert(own.to_string());
+            }
+        }
+        shown
+    }
+
+    /// The names of the tools `server` lists to a client declaring `offers` (each request
+    /// for them declined; `root` the one root); `None` when it cannot be listed.
+    async fn tools_offered(
+        server: &str,
+        config: &ConnectionConfig,
+        offers: &[Offer],
+        root: &Root,
+    ) -> Option<BTreeSet<String>> {
+        let mut builder = McpToolSet::builder(server, config.clone());
+        for offer in offers {
+            builder = match offer {
+                Offer::Elicitation => builder
+                    .url_elicitation(true)
+                    .on_elicitation(|_| Box::pin(async { ElicitationResponse::Decline })),
+                Offer::Sampling => builder.on_sampling(|_| {
+                    Box::pin(async {
+                        Err(SamplingError::declined(
+                            "toolbelt tools list answers no requests",
+                        ))
+                    })
+                }),
+                Offer::Roots => builder.roots(vec![root.clone()]),
+            };
+        }
+        let set = builder.build().ok()?;
+        let listed = set.tools(&ToolContext::new()).await;
+        if let Err(err) = set.close().await {
+            tracing::debug!(server, "closing a capability probe: {err}");
+        }
+        match listed {
+            Ok(tools) => Some(tools.iter().map(|t| t.name().to_string()).collect()),
+            Err(err) => {
+                tracing::debug!(server, "a capability probe could not list the tools: {err}");
+                None
+            }
+        }
+    }
 }
 
 /// What the file tools say of a file this session has not read.

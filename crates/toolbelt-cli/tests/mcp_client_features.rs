@@ -167,6 +167,69 @@ async fn sampling_goes_to_the_configured_model_and_its_answer_reaches_the_server
     assert_eq!(model.requests().len(), 1);
 }
 
+/// A server's sampling tool loop through `toolbelt mcp`: the request's tool reaches the
+/// model as a function, the model's call goes back to the server as `tool_use` with stop
+/// reason `toolUse`, and the server's result reaches the model as a tool message.
+#[tokio::test(flavor = "multi_thread")]
+async fn sampling_with_tools_gives_the_model_the_tools_and_the_server_its_calls() {
+    let model = ScriptedServer::start([
+        Reply::tool_call("call_7", "get_weather", r#"{"city":"Paris"}"#),
+        Reply::text("Cloudy, 18 C."),
+    ])
+    .await
+    .unwrap();
+    let mut command = call("weather_agent", r#"{"question":"Weather in Paris?"}"#, &[]);
+    command
+        .env("OPENAI_BASE_URL", model.base_url())
+        .env("TOOLBELT_MODEL", "scripted");
+    let (answer, stderr) = tokio::task::spawn_blocking(move || answer(command))
+        .await
+        .unwrap();
+    let rounds = answer["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{answer}\n{stderr}");
+    assert_eq!(rounds[0]["stop"], "toolUse", "{answer}");
+    assert_eq!(
+        rounds[0]["content"],
+        json!([{"type": "tool_use", "id": "call_7", "name": "get_weather",
+                "input": {"city": "Paris"}}]),
+        "{answer}"
+    );
+    assert_eq!(rounds[1]["stop"], "endTurn", "{answer}");
+    assert_eq!(rounds[1]["content"][0]["text"], "Cloudy, 18 C.", "{answer}");
+    assert!(stderr.contains("1 tool(s)"), "{stderr}");
+    assert!(
+        stderr.contains(r#"the model called ["get_weather"]"#),
+        "{stderr}"
+    );
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0].body;
+    assert_eq!(
+        first["tools"][0]["function"]["name"], "get_weather",
+        "{first}"
+    );
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["required"],
+        json!(["city"]),
+        "{first}"
+    );
+    assert_eq!(first["tool_choice"], "auto", "{first}");
+    let second = &requests[1].body;
+    let sent = second["messages"].as_array().unwrap();
+    let call = sent
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap_or_else(|| panic!("the model's call is replayed: {second}"));
+    assert_eq!(call["tool_calls"][0]["id"], "call_7", "{second}");
+    let result = sent
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("the server's result reaches the model: {second}"));
+    assert_eq!(result["tool_call_id"], "call_7", "{second}");
+    assert_eq!(result["content"], "Paris: 18 C, cloudy", "{second}");
+}
+
 /// An HTTP server that answers everything with `status` and a long HTML page; killed when
 /// dropped.
 struct StatusServer {

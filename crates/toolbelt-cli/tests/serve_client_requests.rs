@@ -183,3 +183,45 @@ fn a_client_without_the_capabilities_gets_a_clear_error_and_roots_are_the_served
         "{report}"
     );
 }
+
+/// An aggregated server's sampling tool loop through serve: a client declaring
+/// `sampling.tools` gets the tools and the server's tool results and its `tool_use` reaches
+/// the server; a client declaring plain sampling is never sent tools, the server is told why.
+#[test]
+fn sampling_with_tools_reaches_only_a_client_that_declared_it() {
+    let (_dir, args) = served();
+    let report = client("sampling_tools", &stdio_target(&args), None);
+    let rounds = answer(&report["with_tools"])["rounds"].clone();
+    assert_eq!(rounds[0]["stop"], "toolUse", "{report}");
+    assert_eq!(
+        rounds[0]["content"],
+        json!([{"type": "tool_use", "id": "use-1", "name": "get_weather",
+                "input": {"city": "Oslo"}}]),
+        "{report}"
+    );
+    assert_eq!(rounds[1]["stop"], "endTurn", "{report}");
+    assert_eq!(
+        rounds[1]["content"][0]["text"], "read: Oslo: 18 C, cloudy",
+        "{report}"
+    );
+    let seen = report["seen"].as_array().unwrap();
+    assert_eq!(
+        seen.len(),
+        2,
+        "the plain client was asked nothing: {report}"
+    );
+    assert_eq!(seen[0]["tools"], json!(["get_weather"]), "{report}");
+    assert_eq!(seen[0]["mode"], "auto", "{report}");
+    assert_eq!(seen[1]["last"][0]["type"], "tool_result", "{report}");
+    assert_eq!(seen[1]["last"][0]["toolUseId"], "use-1", "{report}");
+
+    let without = &report["without"];
+    assert_eq!(without["is_error"], true, "{report}");
+    assert!(
+        without["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not offer sampling with tools"),
+        "{report}"
+    );
+}

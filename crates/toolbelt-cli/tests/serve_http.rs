@@ -113,6 +113,70 @@ fn a_401_names_the_resource_metadata_and_a_wrong_token_is_invalid_token() {
     );
 }
 
+/// The MCP inspector's CLI (npm `@modelcontextprotocol/inspector`, `--cli`) with a wrong token
+/// is told the token is wrong; with the right one it lists the tools. Without a terminal the
+/// inspector would start its own OAuth flow on any 401 (it does not read `error=` of the
+/// challenge), so the test runs it with `--stored-auth-only`, its mode for scripts.
+#[test]
+fn the_inspector_cli_is_told_a_wrong_token_is_wrong() {
+    let entry = peers().join("node_modules/@modelcontextprotocol/inspector/package.json");
+    assert!(
+        entry.is_file(),
+        "the MCP inspector is missing from tests/peers; run `bash .ci/install-peers`"
+    );
+    let served = Served::new();
+    let server = HttpServe::start(&[
+        "serve".into(),
+        "--dir".into(),
+        served.dir_arg(),
+        "--token".into(),
+        "right-token".into(),
+    ]);
+    let catalog = tempfile::tempdir().unwrap();
+    let inspect = |token: &str| {
+        let output = std::process::Command::new("node")
+            .arg(peers().join("node_modules/.bin/mcp-inspector"))
+            .args(["--cli", server.url.as_str(), "--transport", "http"])
+            .args(["--header", &format!("Authorization: Bearer {token}")])
+            .args(["--stored-auth-only", "--method", "tools/list"])
+            .env("MCP_CATALOG_PATH", catalog.path().join("mcp.json"))
+            .env("HOME", catalog.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("node runs the inspector");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+
+    // The inspector reports a failure as one JSON object on stderr.
+    let (code, stdout, stderr) = inspect("wrong-token");
+    let reported: serde_json::Value = serde_json::from_str(stderr.trim())
+        .unwrap_or_else(|e| panic!("{e}: stdout {stdout}\nstderr {stderr}"));
+    assert_eq!(
+        code,
+        Some(3),
+        "the inspector's exit code for auth: {stdout}{stderr}"
+    );
+    assert_eq!(reported["error"]["code"], "auth_required", "{reported}");
+    let message = reported["error"]["message"].as_str().unwrap();
+    assert!(message.contains("wrong bearer token"), "{reported}");
+
+    let (code, stdout, stderr) = inspect("right-token");
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let listed: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: stdout {stdout}\nstderr {stderr}"));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"Read"), "{names:?}");
+}
+
 #[test]
 fn a_cross_origin_request_is_refused() {
     let served = Served::new();

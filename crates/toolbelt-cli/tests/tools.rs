@@ -351,6 +351,57 @@ fn tools_of_configured_mcp_servers_are_listed_and_called() {
     );
 }
 
+/// server-everything registers some tools only for a client that declares elicitation,
+/// sampling or roots, which `tools list` does not: each is named on stderr with what it needs.
+#[test]
+fn tools_offered_only_to_clients_declaring_a_capability_are_noted_with_the_reason() {
+    let dir = project();
+    let entry = workspace()
+        .join("tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "the npm peer is missing; run `bash .ci/install-peers`"
+    );
+    let config = dir.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({"mcpServers": {"everything": {
+            "command": "node", "args": [entry, "stdio"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = run(
+        dir.path(),
+        &["tools", "list", "--mcp-config", config.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = stdout(&out);
+    let listed = |name: &str| listing.lines().any(|l| l.starts_with(&format!("{name} ")));
+    assert!(listed("echo"), "{listing}");
+    let notes = stderr(&out);
+    assert!(
+        notes.contains("note: server \"everything\" offers these tools only to a client"),
+        "{notes}"
+    );
+    for (tool, needs) in [
+        ("trigger-elicitation-request", "elicitation"),
+        ("trigger-url-elicitation", "elicitation"),
+        ("trigger-sampling-request", "sampling"),
+        ("get-roots-list", "roots"),
+    ] {
+        assert!(
+            !listed(tool),
+            "{tool} is not offered to this client:\n{listing}"
+        );
+        assert!(
+            notes.contains(&format!("note:   {tool} (needs {needs})")),
+            "{tool} noted as needing {needs}:\n{notes}"
+        );
+    }
+    // A tool that is listed gets no note.
+    assert!(!notes.contains("  echo ("), "{notes}");
+}
+
 /// SIGTERM to the command cancels the running Bash call: its whole process group is killed,
 /// nothing it started is left running.
 #[test]

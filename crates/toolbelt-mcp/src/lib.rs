@@ -97,7 +97,8 @@ pub use client::{
     ElicitationField, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
     FieldKind, HeaderInjector, MAX_SESSION_RECONNECT, McpTool, McpToolSet, McpToolSetBuilder, Root,
     SamplingError, SamplingHandler, SamplingMessage, SamplingRequest, SamplingResponse,
-    SamplingRole, exposed_name, map_annotations, map_call_result,
+    SamplingRole, SamplingTool, SamplingToolChoice, SamplingToolResult, SamplingToolUse,
+    exposed_name, map_annotations, map_call_result,
 };
 pub use config::{ClientInfo, ConnectionConfig, DEFAULT_TIMEOUT, TransportConfig};
 pub use config_file::{ConfigFileError, McpServersFile};

@@ -13,7 +13,7 @@ use toolbelt_core::{ProgressUpdate, ToolContext, ToolSet};
 use toolbelt_mcp::{
     ConnectionConfig, ElicitationKind, ElicitationRequest, ElicitationResponse, McpToolSet,
     McpToolSetBuilder, Root, SamplingError, SamplingRequest, SamplingResponse, SamplingRole,
-    TransportConfig,
+    SamplingToolChoice, SamplingToolUse, TransportConfig,
 };
 
 fn fixture_stdio() -> ConnectionConfig {
@@ -299,4 +299,169 @@ async fn elicitation_works_over_streamable_http() {
     set.close().await.unwrap();
     assert_eq!(answer["action"], "accept");
     assert_eq!(answer["content"]["age"], 30);
+}
+
+/// A server's sampling tool loop (SEP-1577): the request offers get_weather, the handler's
+/// tool call reaches the server as `tool_use` content with stop reason `toolUse`, the server
+/// runs the tool and its result comes back to the handler in the next request.
+#[tokio::test]
+async fn sampling_with_tools_returns_the_models_tool_calls_and_brings_back_their_results() {
+    let seen: Arc<Mutex<Vec<SamplingRequest>>> = Arc::default();
+    let record = seen.clone();
+    let set = builder()
+        .sampling_tools(true)
+        .on_sampling(move |request: SamplingRequest| {
+            let results: Vec<String> = request
+                .messages
+                .iter()
+                .flat_map(|m| m.tool_results.iter().map(|r| r.text.clone()))
+                .collect();
+            record.lock().unwrap().push(request);
+            Box::pin(async move {
+                Ok(if results.is_empty() {
+                    let input = json!({"city": "Paris"}).as_object().cloned().unwrap();
+                    SamplingResponse::tool_uses(
+                        "test-model",
+                        "Looking it up.",
+                        vec![SamplingToolUse {
+                            id: "call_1".into(),
+                            name: "get_weather".into(),
+                            input,
+                        }],
+                    )
+                } else {
+                    SamplingResponse::new("test-model", format!("Paris now: {}", results[0]))
+                })
+            })
+        })
+        .build()
+        .unwrap();
+    let declared = call_json(&set, &ToolContext::new(), "client_capabilities", json!({})).await;
+    assert!(declared["sampling"]["tools"].is_object(), "{declared}");
+    let answer = call_json(
+        &set,
+        &ToolContext::new(),
+        "weather_agent",
+        json!({"question": "Weather in Paris?"}),
+    )
+    .await;
+    set.close().await.unwrap();
+    let rounds = answer["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{answer}");
+    assert_eq!(rounds[0]["stop"], "toolUse", "{answer}");
+    assert_eq!(
+        rounds[0]["content"],
+        json!([
+            {"type": "text", "text": "Looking it up."},
+            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}}
+        ])
+    );
+    assert_eq!(rounds[1]["stop"], "endTurn", "{answer}");
+    assert_eq!(
+        rounds[1]["content"][0]["text"], "Paris now: Paris: 18 C, cloudy",
+        "the tool's result reached the handler: {answer}"
+    );
+
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(seen.len(), 2);
+    let first = &seen[0];
+    assert_eq!(first.tools.len(), 1);
+    assert_eq!(first.tools[0].name, "get_weather");
+    assert_eq!(
+        first.tools[0].description.as_deref(),
+        Some("The weather in a city now")
+    );
+    assert_eq!(first.tools[0].input_schema["required"], json!(["city"]));
+    assert_eq!(first.tool_choice, SamplingToolChoice::Auto);
+    // The second request carries the model's call and the server's result, as separate
+    // messages.
+    let second = &seen[1];
+    assert_eq!(second.messages.len(), 3);
+    assert_eq!(second.messages[1].role, SamplingRole::Assistant);
+    assert_eq!(second.messages[1].text, "Looking it up.");
+    assert_eq!(second.messages[1].tool_uses[0].id, "call_1");
+    assert_eq!(second.messages[2].role, SamplingRole::User);
+    let result = &second.messages[2].tool_results[0];
+    assert_eq!(result.tool_use_id, "call_1");
+    assert!(!result.is_error);
+    assert!(second.messages[2].text.is_empty());
+}
+
+/// Without `sampling_tools` the capability says plain sampling only, and the Python SDK
+/// refuses to send tools to such a client.
+#[tokio::test]
+async fn a_client_without_sampling_tools_is_not_sent_tools() {
+    let set = builder()
+        .on_sampling(|_| Box::pin(async { Ok(SamplingResponse::new("m", "x")) }))
+        .build()
+        .unwrap();
+    let declared = call_json(&set, &ToolContext::new(), "client_capabilities", json!({})).await;
+    assert!(declared["sampling"].is_object(), "{declared}");
+    assert!(declared["sampling"].get("tools").is_none(), "{declared}");
+    let out = set
+        .call(
+            &ToolContext::new(),
+            "weather_agent",
+            json!({"question": "?"}).as_object().cloned(),
+        )
+        .await
+        .unwrap();
+    set.close().await.unwrap();
+    assert!(out.is_error, "{out:?}");
+    assert!(
+        out.llm_text().contains("sampling tools"),
+        "{}",
+        out.llm_text()
+    );
+}
+
+/// A server that sends tools to a client that did not declare `sampling.tools` gets -32602
+/// and the handler is not asked; a handler that answers a request without tools with tool
+/// calls is not passed on as such.
+#[tokio::test]
+async fn tools_the_client_did_not_declare_are_refused_and_unoffered_calls_are_an_error() {
+    let asked: Arc<Mutex<u32>> = Arc::default();
+    let count = asked.clone();
+    let set = builder()
+        .on_sampling(move |_| {
+            *count.lock().unwrap() += 1;
+            let input = json!({"city": "Rome"}).as_object().cloned().unwrap();
+            Box::pin(async move {
+                Ok(SamplingResponse::tool_uses(
+                    "m",
+                    "",
+                    vec![SamplingToolUse {
+                        id: "u".into(),
+                        name: "get_weather".into(),
+                        input,
+                    }],
+                ))
+            })
+        })
+        .build()
+        .unwrap();
+    let ctx = ToolContext::new();
+    let refused = call_json(&set, &ctx, "sample_tools_unchecked", json!({})).await;
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not declare sampling.tools"),
+        "{refused}"
+    );
+    assert_eq!(*asked.lock().unwrap(), 0, "the handler was not asked");
+
+    // A plain request (no tools) answered with a tool call: the server gets an error.
+    let out = set
+        .call(&ctx, "summarize", json!({"text": "x"}).as_object().cloned())
+        .await
+        .unwrap();
+    set.close().await.unwrap();
+    assert!(out.is_error, "{out:?}");
+    assert!(
+        out.llm_text().contains("the request offered none"),
+        "{}",
+        out.llm_text()
+    );
 }

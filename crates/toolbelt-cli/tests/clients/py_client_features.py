@@ -18,6 +18,10 @@ Scenarios (each prints one JSON object on stdout; the Rust test asserts on it):
     two_clients  (http) a client offering elicitation connects, then a bare one; each calls
               ask_profile; reports both results and how many requests the first one's
               callback received
+    sampling_tools  a client declaring sampling.tools calls the fixture's weather_agent (a
+              sampling tool loop): its callback answers the first request with a tool_use,
+              the next with text naming the tool_result it got; then a client declaring plain
+              sampling calls it too; reports both results and what the first callback saw
 """
 
 import asyncio
@@ -168,7 +172,55 @@ async def two_clients():
     }
 
 
-SCENARIOS = {"offered": offered, "bare": bare, "two_clients": two_clients}
+async def sampling_tools():
+    seen = []
+
+    async def on_sampling(_context, params):
+        last = params.messages[-1].content_as_list
+        seen.append({
+            "tools": [t.name for t in (params.tools or [])],
+            "mode": params.toolChoice.mode if params.toolChoice else None,
+            "last": [b.model_dump(exclude_none=True, by_alias=True) for b in last],
+        })
+        results = [b for b in last if b.type == "tool_result"]
+        if not results:
+            return types.CreateMessageResultWithTools(
+                role="assistant",
+                content=[types.ToolUseContent(
+                    type="tool_use", id="use-1", name="get_weather", input={"city": "Oslo"})],
+                model="client-model",
+                stopReason="toolUse",
+            )
+        return types.CreateMessageResultWithTools(
+            role="assistant",
+            content=[types.TextContent(type="text", text="read: " + results[0].content[0].text)],
+            model="client-model",
+            stopReason="endTurn",
+        )
+
+    tools = types.SamplingCapability(tools=types.SamplingToolsCapability())
+    async with connect(sampling_callback=on_sampling, sampling_capabilities=tools) as session:
+        with_tools = await call(session, "weather_agent", {"question": "Oslo?"})
+
+    async def plain(_context, params):
+        seen.append({"plain": True})
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="x"),
+            model="m",
+        )
+
+    async with connect(sampling_callback=plain) as session:
+        without = await call(session, "weather_agent", {"question": "Oslo?"})
+    return {"with_tools": with_tools, "without": without, "seen": seen}
+
+
+SCENARIOS = {
+    "offered": offered,
+    "bare": bare,
+    "two_clients": two_clients,
+    "sampling_tools": sampling_tools,
+}
 
 if __name__ == "__main__":
     report = anyio.run(SCENARIOS[SCENARIO])

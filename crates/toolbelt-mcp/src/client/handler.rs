@@ -3,14 +3,15 @@
 //! `tools/list_changed`; progress is taken off the transport, see `progress.rs`).
 //!
 //! Capabilities follow the handlers a set was built with: `elicitation` only with an
-//! elicitation handler, `sampling` only with a sampling handler, `roots` only with roots. A
-//! server that asks anyway gets `-32601` (method not found) for sampling, a decline for
+//! elicitation handler, `sampling` only with a sampling handler (`sampling.tools` only when
+//! it offers tools), `roots` only with roots. A server that asks anyway gets `-32601`
+//! (method not found) for sampling, `-32602` for sampling with tools, a decline for
 //! elicitation and an empty root list, as rmcp answers by default.
 //!
 //! A set whose server is aggregated by `toolbelt serve` has a [`RequestRelay`] instead: it
-//! declares elicitation (form and URL), sampling and roots, and passes each such request
-//! to the relay, which hands it to a client of `serve` (or answers with an error saying none
-//! offers it; roots fall back to the set's own).
+//! declares elicitation (form and URL), sampling (with tools) and roots, and passes each such
+//! request to the relay, which hands it to a client of `serve` (or answers with an error
+//! saying none offers it; roots fall back to the set's own).
 
 // Sampling and roots are deprecated in rmcp's newest protocol (SEP-2577) but are what
 // servers on 2025-06-18 and 2025-11-25 use.
@@ -25,7 +26,8 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorCode,
     ErrorData, FormElicitationCapability, Implementation, ListRootsResult, Role, RootsCapabilities,
-    SamplingCapability, SamplingMessage, UrlElicitationCapability,
+    SamplingCapability, SamplingMessage, SamplingMessageContentBlock, ToolChoiceMode,
+    UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -36,7 +38,10 @@ use super::elicitation::{
 };
 use super::progress::ProgressRoutes;
 use super::roots::{self, SharedRoots};
-use super::sampling::{self as sampling_types, SamplingHandler, SamplingRole};
+use super::sampling::{
+    self as sampling_types, SamplingHandler, SamplingRole, SamplingTool, SamplingToolChoice,
+    SamplingToolResult, SamplingToolUse,
+};
 use crate::config::ConnectionConfig;
 
 /// The JSON-RPC code of a refused sampling request (the spec's example: "User rejected
@@ -49,6 +54,8 @@ pub(crate) struct ClientFeatures {
     pub elicitation: Option<ElicitationHandler>,
     pub url_elicitation: bool,
     pub sampling: Option<SamplingHandler>,
+    /// Whether the sampling handler offers a request's tools to its model.
+    pub sampling_tools: bool,
     pub roots: Option<SharedRoots>,
     pub progress: Arc<ProgressRoutes>,
     /// Log messages, resource updates and list changes, for a relay (`relay.rs`).
@@ -121,7 +128,12 @@ impl ClientFeatures {
             capabilities.elicitation = Some(elicitation);
         }
         if self.sampling.is_some() || relayed {
-            capabilities.sampling = Some(SamplingCapability::default());
+            let mut sampling = SamplingCapability::default();
+            // A relay passes tools on only to a client that declared them (`requests.rs`).
+            if self.sampling_tools || relayed {
+                sampling.tools = Some(Default::default());
+            }
+            capabilities.sampling = Some(sampling);
         }
         if self.roots.is_some() || relayed {
             let mut roots = RootsCapabilities::default();
@@ -290,16 +302,23 @@ impl ClientHandler for Handler {
                 None,
             ));
         };
+        let with_tools = params.tools.is_some() || params.tool_choice.is_some();
+        if with_tools && !self.features.sampling_tools {
+            return Err(ErrorData::invalid_params(
+                "this client does not offer tools in sampling (it did not declare sampling.tools)",
+                None,
+            ));
+        }
+        let offered = params.tools.as_ref().is_some_and(|tools| !tools.is_empty());
         let request = sampling_request(&self.server, params);
         match handler(request).await {
-            Ok(response) => {
-                let mut result = CreateMessageResult::new(
-                    SamplingMessage::assistant_text(response.text),
-                    response.model,
-                );
-                result.stop_reason = response.stop_reason;
-                Ok(result)
+            Ok(response) if !response.tool_uses.is_empty() && !offered => {
+                Err(ErrorData::internal_error(
+                    "the model called a tool, but the request offered none",
+                    None,
+                ))
             }
+            Ok(response) => Ok(sampling_result(response)),
             Err(err) if err.is_declined() => {
                 Err(ErrorData::new(SAMPLING_DECLINED, err.message, None))
             }
@@ -343,28 +362,13 @@ async fn until_cancelled<T>(
     }
 }
 
-/// The request as the handler sees it: the conversation as text.
+/// The request as the handler sees it: the conversation as text, tool uses and tool
+/// results.
 fn sampling_request(
     server: &str,
     params: CreateMessageRequestParams,
 ) -> sampling_types::SamplingRequest {
-    let messages = params
-        .messages
-        .into_iter()
-        .map(|message| sampling_types::SamplingMessage {
-            role: match message.role {
-                Role::User => SamplingRole::User,
-                Role::Assistant => SamplingRole::Assistant,
-            },
-            text: message
-                .content
-                .into_vec()
-                .iter()
-                .map(|block| block_text(&serde_json::to_value(block).unwrap_or(Value::Null)))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        })
-        .collect();
+    let messages = params.messages.into_iter().map(sampling_message).collect();
     let model_hints = params
         .model_preferences
         .and_then(|preferences| preferences.hints)
@@ -372,6 +376,21 @@ fn sampling_request(
         .into_iter()
         .filter_map(|hint| hint.name)
         .collect();
+    let tools = params
+        .tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(|tool| SamplingTool {
+            name: tool.name.into_owned(),
+            description: tool.description.map(|d| d.into_owned()),
+            input_schema: (*tool.input_schema).clone(),
+        })
+        .collect();
+    let tool_choice = match params.tool_choice.and_then(|choice| choice.mode) {
+        Some(ToolChoiceMode::Required) => SamplingToolChoice::Required,
+        Some(ToolChoiceMode::None) => SamplingToolChoice::None,
+        _ => SamplingToolChoice::Auto,
+    };
     sampling_types::SamplingRequest {
         server: server.to_string(),
         messages,
@@ -380,7 +399,73 @@ fn sampling_request(
         temperature: params.temperature,
         stop_sequences: params.stop_sequences.unwrap_or_default(),
         model_hints,
+        tools,
+        tool_choice,
     }
+}
+
+/// One message of the conversation: its text blocks joined, its tool uses and results apart.
+fn sampling_message(message: SamplingMessage) -> sampling_types::SamplingMessage {
+    let role = match message.role {
+        Role::User => SamplingRole::User,
+        Role::Assistant => SamplingRole::Assistant,
+    };
+    let mut converted = sampling_types::SamplingMessage::text(role, String::new());
+    let mut texts = Vec::new();
+    for block in message.content.into_vec() {
+        match block {
+            SamplingMessageContentBlock::ToolUse(tool_use) => {
+                converted.tool_uses.push(SamplingToolUse {
+                    id: tool_use.id,
+                    name: tool_use.name,
+                    input: tool_use.input,
+                })
+            }
+            SamplingMessageContentBlock::ToolResult(result) => {
+                let text = result
+                    .content
+                    .iter()
+                    .map(|block| block_text(&serde_json::to_value(block).unwrap_or(Value::Null)))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                converted.tool_results.push(SamplingToolResult {
+                    tool_use_id: result.tool_use_id,
+                    text,
+                    is_error: result.is_error.unwrap_or(false),
+                })
+            }
+            other => {
+                texts.push(block_text(
+                    &serde_json::to_value(&other).unwrap_or(Value::Null),
+                ));
+            }
+        }
+    }
+    converted.text = texts.join("\n");
+    converted
+}
+
+/// The handler's answer as the protocol says: one text block, or for an answer that calls
+/// tools an array of the text, when there is any, and a `tool_use` block per call.
+fn sampling_result(response: sampling_types::SamplingResponse) -> CreateMessageResult {
+    let message = if response.tool_uses.is_empty() {
+        SamplingMessage::assistant_text(response.text)
+    } else {
+        let mut blocks = Vec::with_capacity(response.tool_uses.len() + 1);
+        if !response.text.is_empty() {
+            blocks.push(SamplingMessageContentBlock::text(response.text));
+        }
+        blocks.extend(
+            response
+                .tool_uses
+                .into_iter()
+                .map(|call| SamplingMessageContentBlock::tool_use(call.id, call.name, call.input)),
+        );
+        SamplingMessage::new_multiple(Role::Assistant, blocks)
+    };
+    let mut result = CreateMessageResult::new(message, response.model);
+    result.stop_reason = response.stop_reason;
+    result
 }
 
 /// A content block's text, or a bracketed note naming what was left out.

@@ -44,7 +44,7 @@ pub use mapping::{exposed_name, map_annotations, map_call_result};
 pub use roots::Root;
 pub use sampling::{
     SamplingError, SamplingHandler, SamplingMessage, SamplingRequest, SamplingResponse,
-    SamplingRole,
+    SamplingRole, SamplingTool, SamplingToolChoice, SamplingToolResult, SamplingToolUse,
 };
 pub use tool::McpTool;
 
@@ -171,6 +171,15 @@ impl McpToolSetBuilder {
             + 'static,
     {
         self.features.sampling = Some(Arc::new(handler));
+        self
+    }
+
+    /// Also declares sampling with tools (`sampling.tools`, MCP 2025-11-25), so servers may
+    /// send [`SamplingRequest::tools`]; the handler must then offer them to its model and
+    /// answer with its calls ([`SamplingResponse::tool_uses`]). Off by default: a server
+    /// that sends tools anyway gets `-32602` (invalid params).
+    pub fn sampling_tools(mut self, enabled: bool) -> Self {
+        self.features.sampling_tools = enabled;
         self
     }
 

@@ -4,10 +4,19 @@
 //! ([`McpToolSetBuilder::on_sampling`](super::McpToolSetBuilder::on_sampling)). The handler
 //! receives the conversation as text ([`SamplingRequest`]) and answers with the model's
 //! text, or refuses ([`SamplingError`]), which the server sees as a JSON-RPC error.
+//!
+//! Sampling with tools (MCP 2025-11-25, SEP-1577) is declared (`sampling.tools`) only when
+//! the handler says it can offer tools to its model
+//! ([`McpToolSetBuilder::sampling_tools`](super::McpToolSetBuilder::sampling_tools)). Then a
+//! request may carry [`SamplingRequest::tools`] and a [`SamplingToolChoice`]; the answer may
+//! hold the model's [`SamplingToolUse`]s (sent as `tool_use` content with stop reason
+//! `toolUse`), which the server runs itself and answers in a later request's user message as
+//! [`SamplingToolResult`]s. The client never runs the server's tools.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use toolbelt_core::JsonObject;
 
 /// Answers a server's request for a completion; set with
 /// [`McpToolSetBuilder::on_sampling`](super::McpToolSetBuilder::on_sampling).
@@ -32,9 +41,72 @@ pub enum SamplingRole {
 pub struct SamplingMessage {
     /// Who said it.
     pub role: SamplingRole,
-    /// Its text; a block that is not text (an image, audio, a tool call) appears as a short
-    /// bracketed note such as `[image/png omitted]`.
+    /// Its text; a block that is not text, a tool use or a tool result (an image, audio)
+    /// appears as a short bracketed note such as `[image/png omitted]`.
     pub text: String,
+    /// The model's tool calls of an earlier answer (assistant messages only).
+    pub tool_uses: Vec<SamplingToolUse>,
+    /// What the server's tools gave for those calls (user messages only).
+    pub tool_results: Vec<SamplingToolResult>,
+}
+
+impl SamplingMessage {
+    /// A message of `role` with `text` only.
+    pub fn text(role: SamplingRole, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            tool_uses: Vec::new(),
+            tool_results: Vec::new(),
+        }
+    }
+}
+
+/// A tool of the server's that the model may call while answering.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SamplingTool {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, if the server says.
+    pub description: Option<String>,
+    /// A JSON Schema object of its arguments.
+    pub input_schema: JsonObject,
+}
+
+/// Whether the model may, must or must not call the request's tools (`toolChoice.mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SamplingToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must not call tools (a server's last round, to get a final answer).
+    None,
+}
+
+/// A call of one of the request's tools by the model (`tool_use` content).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingToolUse {
+    /// The call's id, which the server's result names (`toolUseId`).
+    pub id: String,
+    /// The tool called.
+    pub name: String,
+    /// Its arguments.
+    pub input: JsonObject,
+}
+
+/// What the server's tool gave for one [`SamplingToolUse`] (`tool_result` content).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SamplingToolResult {
+    /// The id of the call this answers.
+    pub tool_use_id: String,
+    /// The result's text (blocks that are not text as bracketed notes).
+    pub text: String,
+    /// Whether the tool reported a failure.
+    pub is_error: bool,
 }
 
 /// One `sampling/createMessage` request from a server.
@@ -55,6 +127,11 @@ pub struct SamplingRequest {
     pub stop_sequences: Vec<String>,
     /// Model names the server prefers, best first (hints: the client chooses).
     pub model_hints: Vec<String>,
+    /// The tools the model may call (empty: none; only when the client declared
+    /// `sampling.tools`).
+    pub tools: Vec<SamplingTool>,
+    /// Whether the model may, must or must not call them.
+    pub tool_choice: SamplingToolChoice,
 }
 
 /// The model's answer.
@@ -62,9 +139,11 @@ pub struct SamplingRequest {
 pub struct SamplingResponse {
     /// The model that answered.
     pub model: String,
-    /// The answer's text.
+    /// The answer's text (may be empty beside tool calls).
     pub text: String,
-    /// Why the model stopped (`endTurn`, `maxTokens`, `stopSequence`), when known.
+    /// The model's calls of the request's tools, for the server to run.
+    pub tool_uses: Vec<SamplingToolUse>,
+    /// Why the model stopped (`endTurn`, `maxTokens`, `stopSequence`, `toolUse`), when known.
     pub stop_reason: Option<String>,
 }
 
@@ -74,7 +153,23 @@ impl SamplingResponse {
         Self {
             model: model.into(),
             text: text.into(),
+            tool_uses: Vec::new(),
             stop_reason: Some("endTurn".into()),
+        }
+    }
+
+    /// An answer from `model` that calls tools (stop reason `toolUse`), with `text` said
+    /// beside the calls (may be empty).
+    pub fn tool_uses(
+        model: impl Into<String>,
+        text: impl Into<String>,
+        tool_uses: Vec<SamplingToolUse>,
+    ) -> Self {
+        Self {
+            model: model.into(),
+            text: text.into(),
+            tool_uses,
+            stop_reason: Some("toolUse".into()),
         }
     }
 }

@@ -2,10 +2,10 @@
 //! `sampling/createMessage`, `roots/list`), passed on to the client of the call that made
 //! them.
 //!
-//! The upstream sessions declare elicitation (form and URL), sampling and roots, because a
-//! client that connects later may offer them. When a request comes, it goes to a client that
-//! declared the capability, and that client's answer (or JSON-RPC error) is the server's
-//! answer, unchanged:
+//! The upstream sessions declare elicitation (form and URL), sampling (with tools) and roots,
+//! because a client that connects later may offer them. When a request comes, it goes to a
+//! client that declared the capability, and that client's answer (or JSON-RPC error) is the
+//! server's answer, unchanged:
 //!
 //! - MCP's messages do not say which call a server's request belongs to (the SDKs send it on
 //!   the call's own stream over streamable HTTP, and nothing marks it over stdio), so it goes
@@ -16,6 +16,9 @@
 //!   so, and nothing is asked of another client.
 //! - With no call of that server in flight (a server asking on its own), the most recently
 //!   connected client that declared the capability answers; with none, an error.
+//! - A sampling request that carries tools (`tools`, `toolChoice`) needs a client that
+//!   declared `sampling.tools`; one that declared plain sampling gets no tools it would not
+//!   understand, the server gets the error instead.
 //! - `roots/list` with no client offering roots is answered with the set's own roots (for
 //!   `toolbelt serve`, its `--dir`).
 //!
@@ -98,6 +101,7 @@ pub(crate) enum Feature {
     FormElicitation,
     UrlElicitation,
     Sampling,
+    SamplingTools,
     Roots,
 }
 
@@ -107,6 +111,7 @@ impl Feature {
             Feature::FormElicitation => "elicitation",
             Feature::UrlElicitation => "URL elicitation",
             Feature::Sampling => "sampling",
+            Feature::SamplingTools => "sampling with tools",
             Feature::Roots => "roots",
         }
     }
@@ -128,6 +133,10 @@ impl Feature {
                 .as_ref()
                 .is_some_and(|e| e.url.is_some()),
             Feature::Sampling => capabilities.sampling.is_some(),
+            Feature::SamplingTools => capabilities
+                .sampling
+                .as_ref()
+                .is_some_and(|s| s.tools.is_some()),
             Feature::Roots => capabilities.roots.is_some(),
         }
     }
@@ -215,12 +224,17 @@ impl RequestRelay for ClientRequests {
         server: &str,
         request: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, RpcError>> {
-        let target = self.route(server, Feature::Sampling);
+        let feature = if request.tools.is_some() || request.tool_choice.is_some() {
+            Feature::SamplingTools
+        } else {
+            Feature::Sampling
+        };
+        let target = self.route(server, feature);
         Box::pin(async move {
             let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(request));
-            match forward(target?, request, Feature::Sampling).await? {
+            match forward(target?, request, feature).await? {
                 ClientResult::CreateMessageResult(result) => Ok(*result),
-                _ => Err(unexpected(Feature::Sampling)),
+                _ => Err(unexpected(feature)),
             }
         })
     }
