@@ -7,6 +7,7 @@ mod agents_file;
 mod approval;
 mod artifacts;
 pub(crate) mod extensions;
+mod hooks;
 pub(crate) mod permissions;
 mod render;
 pub(crate) mod tool_search;
@@ -116,6 +117,11 @@ pub struct AgentArgs {
     /// also keeps Grep and Glob out of those paths (repeatable). Deny beats ask beats allow.
     #[arg(long, value_name = "RULE")]
     pub deny: Vec<String>,
+    /// Also run the command hooks of the project's settings files in --dir
+    /// (`.toolbelt/settings.json`, `.claude/settings.json`); the user's own file's hooks
+    /// always run. Hooks run outside the tools' sandbox: trust the folder first.
+    #[arg(long)]
+    pub project_hooks: bool,
     /// Repair almost-JSON tool arguments (unquoted keys, single quotes, trailing commas, a
     /// cut-off object) instead of answering the model with an error.
     #[arg(long)]
@@ -408,8 +414,11 @@ fn executor_from(
         })
         .repair_json(args.repair_json);
     executor = executor.permissions(permit.rules);
-    if let Some(approval) = permit.approval {
-        executor = executor.approver(Arc::new(approval));
+    if let Some(approver) = &permit.approver {
+        executor = executor.approver(approver.clone());
+    }
+    if let Some(hooks) = permit.hooks {
+        executor = executor.before_hook(hooks.clone()).after_hook(hooks);
     }
     if let Some(offload) = offload {
         executor = executor.artifact_offload(offload.clone());
@@ -498,7 +507,9 @@ pub fn approval_from(stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval>
 /// What decides a run's calls: the permission rules, and who is asked when they ask.
 struct Permit {
     rules: Arc<toolbelt::builtin::permission::PermissionRules>,
-    approval: Option<Approval>,
+    approver: Option<Arc<dyn toolbelt::exec::Approver>>,
+    /// The settings files' command hooks.
+    hooks: Option<toolbelt_ext::CommandHooks>,
 }
 
 /// Which signal asked the command to stop.
@@ -595,13 +606,20 @@ impl AgentSession {
             .unwrap_or_default();
         let rules =
             permissions::rules_from(args, &canonical_dir(&args.sources.dir)?, &delegations)?;
+        let approver = approval.map(|a| Arc::new(a) as Arc<dyn toolbelt::exec::Approver>);
+        let hooks = hooks::hooks_from(
+            &canonical_dir(&args.sources.dir)?,
+            args.project_hooks,
+            approver.clone(),
+        )?;
         let sessions = sessions_from(args).await?;
         // Indexed before anything is opened: a failure leaves nothing to close.
         let knowledge = args.knowledge.plugin(&args.sources.dir, progress).await?;
         let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?;
         let permit = Permit {
             rules: Arc::new(rules),
-            approval,
+            approver,
+            hooks,
         };
         let offload = match args.artifacts.offload(&toolbox.registry) {
             Ok(offload) => offload,

@@ -16,6 +16,7 @@ mod attack_ui;
 mod cli_basics;
 mod conformance;
 mod dialect_declarations;
+mod hooks;
 mod knowledge;
 mod knowledge_flag;
 mod mcp;

@@ -109,7 +109,7 @@ fn load(
 
 /// A settings file's text, `None` when there is none; bounded, so a huge or endless file
 /// (a FIFO, `/dev/zero` behind a symlink) cannot stall the start.
-fn read_settings(path: &Path) -> Result<Option<String>, CliError> {
+pub(crate) fn read_settings(path: &Path) -> Result<Option<String>, CliError> {
     let refuse = |why: String| CliError::usage(format!("{}: {why}", path.display()));
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
