@@ -583,6 +583,9 @@ pub struct AgentSession {
     extensions: toolbelt::agent::Extensions,
     /// The session to run in.
     pub session_id: String,
+    /// The settings files' command hooks (the executor runs the tool hooks; `run` the
+    /// conversation's).
+    pub hooks: Option<toolbelt_ext::CommandHooks>,
     /// `--tools` / `--exclude-tools`, applied to every run.
     tool_filter: Option<ToolFilter>,
 }
@@ -619,7 +622,7 @@ impl AgentSession {
         let permit = Permit {
             rules: Arc::new(rules),
             approver,
-            hooks,
+            hooks: hooks.clone(),
         };
         let offload = match args.artifacts.offload(&toolbox.registry) {
             Ok(offload) => offload,
@@ -701,6 +704,7 @@ impl AgentSession {
             extensions,
             session_id: session_id(args),
             tool_filter: args.tool_filter(),
+            hooks,
         })
     }
 

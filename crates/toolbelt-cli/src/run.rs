@@ -105,6 +105,45 @@ impl RunArgs {
     }
 }
 
+/// How many times Stop hooks may send the agent on in one `toolbelt run`.
+const MAX_STOP_ROUNDS: usize = 8;
+
+/// The `UserPromptSubmit` hooks' context for `prompt`, or why it must not be sent.
+async fn prompt_hooks(session: &AgentSession, prompt: &str) -> Result<Vec<String>, String> {
+    use toolbelt_ext::PromptCheck;
+    let Some(hooks) = session.hooks.as_ref().filter(|h| h.checks_prompts()) else {
+        return Ok(Vec::new());
+    };
+    match hooks
+        .user_prompt_submit(prompt, &session.session_id)
+        .await?
+    {
+        PromptCheck::Send { context } => Ok(context),
+        PromptCheck::Block(why) => Err(format!("a UserPromptSubmit hook refused it: {why}")),
+    }
+}
+
+/// What a `Stop` hook sends the agent on with, if it does (a failing hook is reported and
+/// lets the run end).
+async fn stop_hooks(session: &AgentSession, active: bool) -> Option<String> {
+    use toolbelt_ext::StopCheck;
+    let hooks = session.hooks.as_ref().filter(|h| h.checks_stops())?;
+    match hooks.stop(&session.session_id, active).await {
+        Ok(StopCheck::Stop) => None,
+        Ok(StopCheck::Continue(reason)) => {
+            eprintln!(
+                "toolbelt: a Stop hook sends the agent on: {}",
+                toolbelt::visible(&reason)
+            );
+            Some(reason)
+        }
+        Err(why) => {
+            eprintln!("toolbelt: warning: {why}");
+            None
+        }
+    }
+}
+
 /// The `--session` file's name, as the resume hint prints it.
 fn session_file(args: &RunArgs) -> String {
     args.agent
@@ -215,11 +254,11 @@ pub async fn run(args: RunArgs) -> Outcome {
         other => other.map(str::to_string),
     };
     let mut messages = tool_results(&args).await?;
-    match input {
+    match &input {
         Some(prompt) if prompt.trim().is_empty() => {
             return Err(CliError::usage("the prompt is empty"));
         }
-        Some(prompt) => messages.push(Message::user(prompt)),
+        Some(_) => {}
         None if decisions.is_empty() && messages.is_empty() => {
             return Err(CliError::usage(
                 "give a prompt, or decisions (--approve, --reject, --edit) or results \
@@ -228,7 +267,6 @@ pub async fn run(args: RunArgs) -> Outcome {
         }
         None => {}
     }
-    let input = RunInput::from(messages);
     let format = if args.json {
         Format::Json
     } else {
@@ -241,12 +279,46 @@ pub async fn run(args: RunArgs) -> Outcome {
     let pauses = args.agent.session.is_some() && !std::io::stdin().is_terminal();
     let approval = approval_from(&shared_stdin(), &spinner).filter(|_| !pauses);
     let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
+    if let Some(prompt) = input {
+        match prompt_hooks(&session, &prompt).await {
+            Ok(context) => {
+                messages.push(Message::user(prompt));
+                messages.extend(context.into_iter().map(Message::user));
+            }
+            Err(why) => {
+                eprintln!("toolbelt: error: the prompt was not sent: {why}");
+                session.close(&args.agent).await;
+                return Ok(EXIT_TOOL_FAILED);
+            }
+        }
+    }
     let mut renderer = Renderer::new(spinner, format);
-    let end = watch_run(
+    let input = RunInput::from(messages);
+    let mut end = watch_run(
         &mut renderer,
         session.start_with(&session.session_id, input, decisions),
     )
     .await;
+    // A Stop hook may send the agent on (a check that failed, a task not done), a bounded
+    // number of times; the hook is told when it already did.
+    for round in 0..MAX_STOP_ROUNDS {
+        let RunEnd::Completed(summary) = &end else {
+            break;
+        };
+        let paused = !summary.awaiting.is_empty() || !summary.running_long.is_empty();
+        if summary.failed || paused {
+            break;
+        }
+        let Some(reason) = stop_hooks(&session, round > 0).await else {
+            break;
+        };
+        let input = RunInput::from(reason);
+        end = watch_run(
+            &mut renderer,
+            session.start_with(&session.session_id, input, Default::default()),
+        )
+        .await;
+    }
     let session_id = session.session_id.clone();
     session.close(&args.agent).await;
     match end {

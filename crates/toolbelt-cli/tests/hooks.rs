@@ -93,3 +93,75 @@ async fn a_projects_hooks_run_only_with_project_hooks() {
         "the trusted hook did not run"
     );
 }
+
+/// The user's settings with `hooks` in `config/toolbelt/settings.json`.
+fn user_settings(hooks: &str) -> tempfile::TempDir {
+    let config = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(config.path().join("toolbelt")).unwrap();
+    std::fs::write(config.path().join("toolbelt/settings.json"), hooks).unwrap();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_prompt_submit_hooks_refuse_a_prompt_or_add_context() {
+    let hooks = r#"{"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "if grep -q secret; then echo 'no secrets in prompts' >&2; exit 2; fi"},
+        {"type": "command", "command": "echo 'The release is on Friday.'"}]}]}}"#;
+    let config = user_settings(hooks);
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("Noted.")])
+        .await
+        .unwrap();
+    let run = |prompt: &str| {
+        let mut command = toolbelt(&server, dir.path());
+        command
+            .env("XDG_CONFIG_HOME", config.path())
+            .args(["run", prompt, "--dir"])
+            .arg(dir.path());
+        command
+    };
+    let refused = output(run("here is my secret token"), "").await;
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    assert!(text(&refused.stderr).contains("no secrets in prompts"));
+    assert!(
+        server.requests().is_empty(),
+        "a refused prompt reached the model"
+    );
+
+    let sent = output(run("when do we ship?"), "").await;
+    assert_eq!(sent.status.code(), Some(0), "{}", text(&sent.stderr));
+    let messages = server.requests()[0].messages().to_vec();
+    let users: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["when do we ship?", "The release is on Friday."]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_hook_sends_the_agent_on_once_and_then_lets_it_end() {
+    let hooks = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command",
+        "command": "if grep -q '\"stop_hook_active\":false'; then echo 'run the tests first' >&2; exit 2; fi"}]}]}}"#;
+    let config = user_settings(hooks);
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("Done."), Reply::text("Tests pass.")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .env("XDG_CONFIG_HOME", config.path())
+        .args(["run", "fix it", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("a Stop hook sends the agent on: run the tests first"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 2, "one more turn, then the end");
+    let last = server.requests()[1].messages().last().cloned().unwrap();
+    assert_eq!(last["content"], "run the tests first");
+    assert!(text(&out.stdout).contains("Tests pass."));
+}

@@ -42,7 +42,7 @@ pub mod skills;
 pub mod yaml;
 
 pub use cache::CacheExtension;
-pub use hooks::{CommandHooks, CommandHooksBuilder};
+pub use hooks::{CommandHooks, CommandHooksBuilder, PromptCheck, StopCheck};
 pub use mcp::McpExtension;
 pub use rules::{Rules, RulesConfig, RulesExtension, find_rules};
 pub use skills::{

@@ -268,10 +268,10 @@ fn bad_hook_settings_are_refused_with_the_reason() {
     let mut builder = CommandHooksBuilder::new(dir.path());
     builder
         .add_settings(
-            &json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
+            &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]}})
                 .to_string(),
             Path::new("s.json"),
         )
         .unwrap();
-    assert_eq!(builder.build(None).unsupported(), ["Stop (s.json)"]);
+    assert_eq!(builder.build(None).unsupported(), ["SessionStart (s.json)"]);
 }

@@ -49,6 +49,9 @@ use toolbelt_exec::{
 };
 use toolbelt_process::{Contain, Containment, Grace};
 
+mod conversation;
+pub use conversation::{PromptCheck, StopCheck};
+
 /// How long a hook may run unless its entry says otherwise (Claude Code's default).
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most of a hook's stdout and of its stderr that is read; the rest is dropped.
@@ -77,6 +80,10 @@ struct HookLists {
     pre_tool_use: Vec<MatcherEntry>,
     #[serde(default)]
     post_tool_use: Vec<MatcherEntry>,
+    #[serde(default)]
+    user_prompt_submit: Vec<MatcherEntry>,
+    #[serde(default)]
+    stop: Vec<MatcherEntry>,
     /// Events this module does not run yet are read, so a file written for Claude Code
     /// loads, and said (see [`CommandHooks::unsupported`]).
     #[serde(flatten)]
@@ -104,12 +111,12 @@ struct CommandEntry {
 struct Matcher {
     /// `None` matches every tool.
     pattern: Option<regex::Regex>,
-    commands: Vec<Command>,
+    pub(crate) commands: Vec<Command>,
 }
 
 #[derive(Debug, Clone)]
-struct Command {
-    line: String,
+pub(crate) struct Command {
+    pub(crate) line: String,
     timeout: Duration,
 }
 
@@ -117,6 +124,9 @@ struct Command {
 struct Inner {
     pre: Vec<Matcher>,
     post: Vec<Matcher>,
+    /// `UserPromptSubmit` and `Stop` (their matchers are not used).
+    prompt: Vec<Matcher>,
+    stop: Vec<Matcher>,
     unsupported: Vec<String>,
     project: PathBuf,
 }
@@ -178,6 +188,8 @@ impl CommandHooksBuilder {
         for (entries, into) in [
             (lists.pre_tool_use, &mut self.inner.pre),
             (lists.post_tool_use, &mut self.inner.post),
+            (lists.user_prompt_submit, &mut self.inner.prompt),
+            (lists.stop, &mut self.inner.stop),
         ] {
             for entry in entries {
                 into.push(matcher(entry).map_err(error)?);
@@ -194,7 +206,10 @@ impl CommandHooksBuilder {
 
     /// Whether any hook was added.
     pub fn is_empty(&self) -> bool {
-        self.inner.pre.is_empty() && self.inner.post.is_empty()
+        self.inner.pre.is_empty()
+            && self.inner.post.is_empty()
+            && self.inner.prompt.is_empty()
+            && self.inner.stop.is_empty()
     }
 
     /// The hooks; a `PreToolUse` answer of `ask` goes to `approver` (refused without one).
@@ -246,7 +261,8 @@ fn matcher(entry: MatcherEntry) -> Result<Matcher, String> {
 
 impl CommandHooks {
     /// The events named in the settings that are read but not run (everything but
-    /// `PreToolUse` and `PostToolUse`), with the file each came from.
+    /// `PreToolUse`, `PostToolUse`, `UserPromptSubmit` and `Stop`), with the file each
+    /// came from.
     pub fn unsupported(&self) -> &[String] {
         &self.inner.unsupported
     }
@@ -262,7 +278,7 @@ impl CommandHooks {
     }
 
     /// Runs one command with `input` on stdin.
-    async fn run(&self, command: &Command, input: &Value) -> Ran {
+    pub(crate) async fn run(&self, command: &Command, input: &Value) -> Ran {
         let project = self.inner.project.display().to_string();
         let mut child = tokio::process::Command::new("sh");
         child
@@ -321,7 +337,7 @@ impl CommandHooks {
 }
 
 /// What running one hook gave.
-enum Ran {
+pub(crate) enum Ran {
     Exited {
         code: Option<i32>,
         stdout: String,
@@ -346,22 +362,22 @@ async fn bounded<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
 /// A hook's JSON answer (the fields this module acts on).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct Answer {
+pub(crate) struct Answer {
     #[serde(rename = "continue")]
-    keep_going: Option<bool>,
-    stop_reason: Option<String>,
-    decision: Option<String>,
-    reason: Option<String>,
-    hook_specific_output: Option<Specific>,
+    pub(crate) keep_going: Option<bool>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) decision: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) hook_specific_output: Option<Specific>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct Specific {
-    permission_decision: Option<String>,
-    permission_decision_reason: Option<String>,
-    updated_input: Option<Value>,
-    additional_context: Option<String>,
+pub(crate) struct Specific {
+    pub(crate) permission_decision: Option<String>,
+    pub(crate) permission_decision_reason: Option<String>,
+    pub(crate) updated_input: Option<Value>,
+    pub(crate) additional_context: Option<String>,
 }
 
 /// What one hook decided.
@@ -413,7 +429,7 @@ fn verdict(command: &Command, ran: Ran) -> Verdict {
     }
 }
 
-fn cut(text: &str) -> String {
+pub(crate) fn cut(text: &str) -> String {
     const SHOWN: usize = 500;
     match text.char_indices().nth(SHOWN) {
         Some((at, _)) => format!("{}…", &text[..at]),
