@@ -472,6 +472,7 @@ impl Executor {
             for hook in before {
                 let view = HookCall {
                     declaration,
+                    set: set.as_deref(),
                     call_id: &call.id,
                     arguments: &arguments,
                 };
@@ -518,6 +519,7 @@ impl Executor {
             for hook in after {
                 let view = HookCall {
                     declaration,
+                    set: set.as_deref(),
                     call_id: &call.id,
                     arguments: &arguments,
                 };

@@ -12,6 +12,9 @@ use toolbelt_core::{Declaration, ToolContext, ToolError, ToolOutput};
 pub struct HookCall<'a> {
     /// The tool's declaration (its name, schema and hints).
     pub declaration: &'a Declaration,
+    /// The name of the tool set that offers the tool (an MCP server's name for its tools),
+    /// `None` for a tool registered on its own.
+    pub set: Option<&'a str>,
     /// The call's `tool_call_id` (empty for programmatic calls that gave none).
     pub call_id: &'a str,
     /// The arguments as they stand now: repaired, validated, and as replaced by earlier

@@ -275,3 +275,37 @@ fn bad_hook_settings_are_refused_with_the_reason() {
         .unwrap();
     assert_eq!(builder.build(None).unsupported(), ["SessionStart (s.json)"]);
 }
+
+#[tokio::test]
+async fn a_matcher_names_a_servers_tools_as_claude_code_does() {
+    use toolbelt_core::{DynTool, FunctionTool, StaticToolSet};
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Nothing {}
+    let dir = tempfile::tempdir().unwrap();
+    let tool = |name: &str| -> DynTool {
+        Arc::new(
+            FunctionTool::new(name, "does it", |_ctx: ToolContext, _: Nothing| async {
+                Ok::<_, ToolError>("done")
+            })
+            .unwrap(),
+        )
+    };
+    let registry = Arc::new(Registry::new());
+    for (set, name) in [("github", "create_issue"), ("notes", "add_note")] {
+        let set: Arc<dyn ToolSet> = Arc::new(StaticToolSet::new(set, vec![tool(name)]));
+        let name = set.name().to_string();
+        registry.add_tool_set(set, ToolSetRefresh::Cached).unwrap();
+        registry
+            .refresh_tool_set(&ToolContext::new(), &name)
+            .await
+            .unwrap();
+    }
+    let hooks = hooks(
+        dir.path(),
+        pre("mcp__github__.*", "echo 'no issues today' >&2; exit 2", 10),
+    );
+    let exec = Executor::builder(registry).before_hook(hooks).build();
+    let blocked = call(&exec, "create_issue", json!({})).await.unwrap_err();
+    assert!(blocked.to_string().contains("no issues today"), "{blocked}");
+    assert_eq!(call(&exec, "add_note", json!({})).await.unwrap(), "done");
+}

@@ -2,7 +2,9 @@
 //! runs, with Claude Code's protocol.
 //!
 //! A settings file's `hooks` hold, per event, matchers (a regular expression over the tool
-//! name, whole-name: `Write`, `Edit|Write`, `Notebook.*`; empty or `*` for every tool) and
+//! name, whole-name: `Write`, `Edit|Write`, `Notebook.*`, and for an MCP server's tool also
+//! over Claude Code's `mcp__server__tool`, so `mcp__github__.*` takes all of one server's
+//! tools; empty or `*` for every tool) and
 //! the commands to run:
 //!
 //! ```json
@@ -267,13 +269,24 @@ impl CommandHooks {
         &self.inner.unsupported
     }
 
+    /// The commands of `list` whose matcher takes the call: by the tool's name, or for a
+    /// tool of a set (an MCP server) also by Claude Code's `mcp__server__tool` name.
     fn commands<'a>(
         &'a self,
         list: &'a [Matcher],
-        tool: &'a str,
-    ) -> impl Iterator<Item = &'a Command> {
+        call: &HookCall<'_>,
+    ) -> impl Iterator<Item = &'a Command> + use<'a> {
+        let tool = call.tool_name().to_string();
+        let qualified = call.set.map(|set| {
+            let own = tool.strip_prefix(&format!("{set}_")).unwrap_or(&tool);
+            format!("mcp__{set}__{own}")
+        });
         list.iter()
-            .filter(move |m| m.pattern.as_ref().is_none_or(|p| p.is_match(tool)))
+            .filter(move |m| {
+                m.pattern.as_ref().is_none_or(|p| {
+                    p.is_match(&tool) || qualified.as_deref().is_some_and(|q| p.is_match(q))
+                })
+            })
             .flat_map(|m| m.commands.iter())
     }
 
@@ -447,7 +460,7 @@ impl BeforeHook for CommandHooks {
         let tool = call.tool_name();
         let mut arguments = call.arguments.to_string();
         let mut replaced = false;
-        for command in self.commands(&self.inner.pre, tool) {
+        for command in self.commands(&self.inner.pre, call) {
             let input = json!({
                 "hook_event_name": "PreToolUse",
                 "cwd": self.inner.project,
@@ -542,7 +555,7 @@ impl AfterHook for CommandHooks {
         result: &Result<ToolOutput, ToolError>,
     ) -> AfterAction {
         let tool = call.tool_name();
-        let mut commands = self.commands(&self.inner.post, tool).peekable();
+        let mut commands = self.commands(&self.inner.post, call).peekable();
         if commands.peek().is_none() {
             return AfterAction::Keep;
         }
