@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use tokio::io::AsyncRead;
 use toolbelt_process::{Contain, Contained, Pty};
 
+use super::container::Container;
 use super::sandbox::SandboxPolicy;
 
 pub use toolbelt_process::{Cleanup, Containment, ExitOutcome, Killer, PtyMaster};
@@ -118,6 +119,7 @@ pub trait ProcessBackend: Send + Sync + fmt::Debug {
 pub struct LocalProcessBackend {
     shell: PathBuf,
     sandbox: Option<Arc<dyn SandboxPolicy>>,
+    container: Option<Arc<Container>>,
     containment: Containment,
 }
 
@@ -129,6 +131,7 @@ impl fmt::Debug for LocalProcessBackend {
                 "sandbox",
                 &self.sandbox.as_ref().map(|s| s.name().to_string()),
             )
+            .field("container", &self.container)
             .field("containment", &self.containment)
             .finish()
     }
@@ -152,6 +155,7 @@ impl LocalProcessBackend {
                 .next()
                 .unwrap_or_else(|| PathBuf::from("bash")),
             sandbox: None,
+            container: None,
             containment: Containment::Auto,
         }
     }
@@ -165,6 +169,14 @@ impl LocalProcessBackend {
     /// Confines every child with `sandbox` before it execs.
     pub fn with_sandbox(mut self, sandbox: Arc<dyn SandboxPolicy>) -> Self {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Runs every command in a bubblewrap container of its own ([`Container`]). A
+    /// [`SandboxPolicy`] is then not applied: the container's namespaces and mounts replace
+    /// it (a Landlock-confined process could not set them up).
+    pub fn with_container(mut self, container: Arc<Container>) -> Self {
+        self.container = Some(container);
         self
     }
 
@@ -189,17 +201,23 @@ impl LocalProcessBackend {
 #[async_trait]
 impl ProcessBackend for LocalProcessBackend {
     fn name(&self) -> &str {
-        match &self.sandbox {
-            Some(_) => "local (sandboxed)",
-            None => "local",
+        match (&self.container, &self.sandbox) {
+            (Some(_), _) => "container",
+            (None, Some(_)) => "local (sandboxed)",
+            (None, None) => "local",
         }
     }
 
     async fn spawn(&self, request: ProcessRequest) -> io::Result<Box<dyn RunningProcess>> {
-        let mut command = tokio::process::Command::new(&self.shell);
+        let mut command = match &self.container {
+            Some(container) => container.command(&self.shell, &request),
+            None => {
+                let mut command = tokio::process::Command::new(&self.shell);
+                command.arg("-c").arg(&request.command);
+                command
+            }
+        };
         command
-            .arg("-c")
-            .arg(&request.command)
             .current_dir(&request.cwd)
             .env_clear()
             .envs(request.env.iter().map(|(k, v)| (k, v)))
@@ -230,7 +248,7 @@ impl ProcessBackend for LocalProcessBackend {
             }
         }
         let mut contain = Contain::new(self.containment);
-        let mut sandbox_hook = match &self.sandbox {
+        let mut sandbox_hook = match self.sandbox.as_ref().filter(|_| self.container.is_none()) {
             Some(sandbox) => Some(
                 sandbox
                     .child_hook(&request)

@@ -97,6 +97,10 @@ pub enum SandboxMode {
     /// Read anywhere; write beneath the base dir, the private temp dir and `/dev/null`; no
     /// network.
     WorkspaceWrite,
+    /// Every command in a bubblewrap container of its own namespaces that sees only the
+    /// system directories (read-only), the base dir and a private `/tmp` and home
+    /// ([`Container`](super::Container)); no network, no host process visible.
+    Container,
 }
 
 impl SandboxMode {
@@ -106,6 +110,7 @@ impl SandboxMode {
             SandboxMode::Off => "off",
             SandboxMode::ReadOnly => "read-only",
             SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::Container => "container",
         }
     }
 
@@ -117,11 +122,13 @@ impl SandboxMode {
         }
     }
 
-    /// The sandbox that enforces this mode here (`None` for [`SandboxMode::Off`]). Fails when
-    /// the kernel cannot enforce it: a sandbox is never silently left out.
+    /// The sandbox policy that enforces this mode here (`None` for [`SandboxMode::Off`] and
+    /// for [`SandboxMode::Container`], which is a process backend, not a policy: see
+    /// [`Container`](super::Container)). Fails when the kernel cannot enforce it: a sandbox
+    /// is never silently left out.
     pub fn sandbox(self) -> Result<Option<Arc<dyn SandboxPolicy>>, SandboxError> {
         match self {
-            SandboxMode::Off => Ok(None),
+            SandboxMode::Off | SandboxMode::Container => Ok(None),
             mode => Ok(Some(Arc::new(LandlockSandbox::new(mode)?))),
         }
     }
@@ -141,8 +148,10 @@ impl FromStr for SandboxMode {
             "off" => Ok(SandboxMode::Off),
             "read-only" => Ok(SandboxMode::ReadOnly),
             "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+            "container" => Ok(SandboxMode::Container),
             other => Err(format!(
-                "unknown sandbox mode {other:?}; expected off, read-only or workspace-write"
+                "unknown sandbox mode {other:?}; expected off, read-only, workspace-write or \
+                 container"
             )),
         }
     }
@@ -207,6 +216,13 @@ impl LandlockSandbox {
         if mode == SandboxMode::Off {
             return Err(SandboxError::Setup(
                 "sandbox mode off is no sandbox; leave the sandbox out instead".into(),
+            ));
+        }
+        if mode == SandboxMode::Container {
+            return Err(SandboxError::Unsupported(
+                "the container sandbox is a process backend (shell::Container), not a Landlock \
+                 mode"
+                    .into(),
             ));
         }
         let abi_number = kernel_abi();
