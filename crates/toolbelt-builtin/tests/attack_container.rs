@@ -170,6 +170,23 @@ async fn attack_container_cannot_signal_a_host_process() {
 }
 
 #[tokio::test]
+async fn container_counts_only_the_processes_the_command_left_running() {
+    let base = tempfile::tempdir().unwrap();
+    let set = container_set(base.path());
+    for _ in 0..5 {
+        let quiet = bash(&set, "true").await;
+        assert!(!quiet.llm_text().contains("Killed"), "{}", quiet.llm_text());
+    }
+    let out = bash(&set, "sleep 31733.5 & echo started").await;
+    assert!(
+        out.llm_text().contains("Killed 1 process the command left running"),
+        "{}",
+        out.llm_text()
+    );
+    assert_none_left("sleep 31733.");
+}
+
+#[tokio::test]
 async fn attack_container_leaves_no_process_after_a_timeout() {
     let base = tempfile::tempdir().unwrap();
     let set = container_set(base.path());

@@ -10,6 +10,12 @@
 //! in its cgroup or under its subreaper), so timeouts and leftovers are ended as for any
 //! command, and the pid namespace ends every process inside when its first one exits.
 //!
+//! No `--die-with-parent`: it would SIGKILL everything inside the moment the command exits
+//! (bwrap's outer process returns as soon as the command does, and its init would follow),
+//! racing the containment's polite `SIGTERM` to the processes left running and its count of
+//! them. bwrap's own init (pid 1 inside, waiting for the last process) is left out of that
+//! count ([`namespace_inits`]).
+//!
 //! Checked once, when the sandbox is created: `bwrap` is present and this kernel lets an
 //! unprivileged user create the namespaces (a trial container runs `true`). A machine without
 //! either gets [`SandboxError::Unsupported`] naming the install hint, never a silent fallback.
@@ -120,7 +126,6 @@ impl Container {
             "--unshare-cgroup-try",
             "--hostname",
             "toolbelt",
-            "--die-with-parent",
             "--cap-drop",
             "ALL",
         ]
@@ -182,4 +187,24 @@ impl Container {
             .arg(&request.command);
         command
     }
+}
+
+/// How many of `pids` are the init of a pid namespace below this one (bwrap's pid 1), read
+/// from `NSpid` in `/proc/PID/status`: its last field is 1 and it has more than one.
+pub(crate) fn namespace_inits(pids: &[u32]) -> usize {
+    pids.iter()
+        .filter(|pid| {
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                return false;
+            };
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("NSpid:"))
+                .map(|ids| {
+                    let ids: Vec<&str> = ids.split_whitespace().collect();
+                    ids.len() > 1 && ids.last() == Some(&"1")
+                })
+                .unwrap_or(false)
+        })
+        .count()
 }

@@ -291,6 +291,7 @@ impl ProcessBackend for LocalProcessBackend {
             process,
             output,
             terminal,
+            container: self.container.is_some(),
         }))
     }
 }
@@ -301,6 +302,30 @@ struct LocalProcess {
     process: Contained,
     output: Option<OutputStream>,
     terminal: Option<Arc<PtyMaster>>,
+    /// Whether the child is a bubblewrap container, whose own init process is not one the
+    /// command started (see [`LocalProcess::not_the_command`]).
+    container: bool,
+}
+
+impl LocalProcess {
+    /// A cleanup without the container's init processes (pid 1 of its pid namespace, which
+    /// outlives the command until its last process is gone) among those it ended: a command
+    /// that left nothing running is not told it did.
+    fn not_the_command(&self, inits: usize, cleanup: Cleanup) -> Cleanup {
+        Cleanup {
+            killed: cleanup.killed.saturating_sub(inits),
+            ..cleanup
+        }
+    }
+
+    /// How many of the child's processes are a container's init (`0` outside a container).
+    fn container_inits(&self) -> usize {
+        if self.container {
+            super::container::namespace_inits(&self.process.members())
+        } else {
+            0
+        }
+    }
 }
 
 #[async_trait]
@@ -322,11 +347,18 @@ impl RunningProcess for LocalProcess {
     }
 
     async fn terminate(&mut self, grace: Duration) -> io::Result<(ExitOutcome, Cleanup)> {
-        self.process.terminate(grace).await
+        let inits = self.container_inits();
+        let (outcome, cleanup) = self.process.terminate(grace).await?;
+        Ok((outcome, self.not_the_command(inits, cleanup)))
     }
 
     async fn kill_leftovers(&mut self, grace: Duration) -> io::Result<Cleanup> {
-        Ok(self.process.kill_leftovers(grace).await)
+        // Counted before: the init is alive as long as anything else inside is, so it is
+        // among the processes ended whenever it was seen here with others, and one seen
+        // alone exits on its own within the grace.
+        let inits = self.container_inits();
+        let cleanup = self.process.kill_leftovers(grace).await;
+        Ok(self.not_the_command(inits, cleanup))
     }
 
     fn killer(&self) -> Option<Killer> {
