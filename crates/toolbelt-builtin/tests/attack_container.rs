@@ -179,7 +179,8 @@ async fn container_counts_only_the_processes_the_command_left_running() {
     }
     let out = bash(&set, "sleep 31733.5 & echo started").await;
     assert!(
-        out.llm_text().contains("Killed 1 process the command left running"),
+        out.llm_text()
+            .contains("Killed 1 process the command left running"),
         "{}",
         out.llm_text()
     );

@@ -16,7 +16,16 @@ fn container_bash(base: &Path, command: &str) -> Output {
     let args = serde_json::json!({ "command": command }).to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_toolbelt"))
         .current_dir(base)
-        .args(["tools", "call", "Bash", &args, "--dir", ".", "--sandbox", "container"])
+        .args([
+            "tools",
+            "call",
+            "Bash",
+            &args,
+            "--dir",
+            ".",
+            "--sandbox",
+            "container",
+        ])
         .output()
         .expect("run toolbelt");
     assert_eq!(
@@ -53,7 +62,10 @@ fn container_bash_sees_no_host_process() {
     let mut host = Command::new("sleep").arg("31744").spawn().unwrap();
     let out = container_bash(
         base.path(),
-        &format!("ls /proc/{} >/dev/null 2>&1 && echo VISIBLE; echo pid=$$", host.id()),
+        &format!(
+            "ls /proc/{} >/dev/null 2>&1 && echo VISIBLE; echo pid=$$",
+            host.id()
+        ),
     );
     host.kill().unwrap();
     host.wait().unwrap();
@@ -73,7 +85,11 @@ fn container_bash_has_no_network_and_the_mode_is_said_on_stderr() {
         base.path(),
         &format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo CONNECTED; true"),
     );
-    assert!(!text(&out.stdout).contains("CONNECTED"), "{}", text(&out.stdout));
+    assert!(
+        !text(&out.stdout).contains("CONNECTED"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "the host listener was reached"
@@ -86,5 +102,8 @@ fn container_bash_has_no_network_and_the_mode_is_said_on_stderr() {
         .expect("run toolbelt");
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     let stderr = text(&listed.stderr);
-    assert!(stderr.contains("sandbox: container (bubblewrap"), "{stderr}");
+    assert!(
+        stderr.contains("sandbox: container (bubblewrap"),
+        "{stderr}"
+    );
 }

@@ -5,7 +5,11 @@
 //!
 //! Why a launcher in front of `bash -c` rather than a [`SandboxPolicy`](super::SandboxPolicy):
 //! namespaces and mounts are set up by `bwrap` itself, which a Landlock-confined process could
-//! not do (Landlock forbids mounting). The command's processes still belong to the
+//! not do (Landlock forbids mounting; the network seccomp filter would refuse the netlink
+//! socket bwrap brings the loopback up with). Nor are they applied inside, after bwrap: the
+//! only host paths writable there are the base and temp dirs, which `workspace-write` allows
+//! too, so Landlock would deny nothing but writes to the private tmpfs (SECURITY.md, "The
+//! container sandbox"). The command's processes still belong to the
 //! [`Containment`](super::Containment) of the local backend (bwrap and everything inside are
 //! in its cgroup or under its subreaper), so timeouts and leftovers are ended as for any
 //! command, and the pid namespace ends every process inside when its first one exits.
