@@ -238,3 +238,29 @@ fn container_without_bwrap_fails_with_the_install_hint() {
     assert!(message.contains("apt-get install bubblewrap"), "{message}");
     assert!(message.contains("/nonexistent/bin/bwrap"), "{message}");
 }
+
+#[tokio::test]
+async fn attack_container_cannot_connect_to_a_unix_socket_in_the_base() {
+    // A host server's socket beneath the base is visible inside (the base is bound); the
+    // network seccomp filter of the Landlock modes, applied by bwrap, refuses the connect.
+    let base = tempfile::tempdir().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(base.path().join("host.sock")).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let set = container_set(base.path());
+    let out = bash(
+        &set,
+        "ls -l host.sock; python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); \
+         s.connect(\"host.sock\"); print(\"CONNECTED\")'; \
+         python3 -c 'import socket; socket.socket(socket.AF_INET); print(\"INET\")'; true",
+    )
+    .await;
+    let text = out.llm_text();
+    assert!(text.contains("host.sock"), "{text}");
+    assert!(!text.contains("CONNECTED"), "{text}");
+    assert!(!text.contains("INET"), "{text}");
+    assert!(text.contains("PermissionError"), "{text}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the host socket was reached: {other:?}"),
+    }
+}

@@ -6,10 +6,11 @@
 //! Why a launcher in front of `bash -c` rather than a [`SandboxPolicy`](super::SandboxPolicy):
 //! namespaces and mounts are set up by `bwrap` itself, which a Landlock-confined process could
 //! not do (Landlock forbids mounting; the network seccomp filter would refuse the netlink
-//! socket bwrap brings the loopback up with). Nor are they applied inside, after bwrap: the
-//! only host paths writable there are the base and temp dirs, which `workspace-write` allows
-//! too, so Landlock would deny nothing but writes to the private tmpfs (SECURITY.md, "The
-//! container sandbox"). The command's processes still belong to the
+//! socket bwrap brings the loopback up with). The seccomp filter is applied inside instead:
+//! bwrap installs it (`--seccomp FD`, a memfd per container) just before it runs the
+//! command. Landlock is not: the only host paths writable inside are the base and temp dirs,
+//! which `workspace-write` allows too, so it would deny nothing but writes to the private
+//! tmpfs (SECURITY.md, "The container sandbox"). The command's processes still belong to the
 //! [`Containment`](super::Containment) of the local backend (bwrap and everything inside are
 //! in its cgroup or under its subreaper), so timeouts and leftovers are ended as for any
 //! command, and the pid namespace ends every process inside when its first one exits.
@@ -25,8 +26,14 @@
 //! either gets [`SandboxError::Unsupported`] naming the install hint, never a silent fallback.
 
 use std::ffi::OsString;
+use std::io::{self, Seek as _, Write as _};
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+
+use seccompiler::BpfProgram;
 
 use super::process::{OutputTarget, ProcessRequest};
 use super::sandbox::SandboxError;
@@ -52,6 +59,9 @@ pub const CONTAINER_HOME: &str = "/home/toolbelt";
 pub struct Container {
     bwrap: PathBuf,
     writable: bool,
+    /// The network seccomp filter of the Landlock modes, every `connect` refused (no
+    /// Landlock inside to check unix-socket paths), handed to bwrap (`--seccomp FD`).
+    network_filter: Arc<BpfProgram>,
 }
 
 impl Container {
@@ -73,6 +83,7 @@ impl Container {
         let container = Self {
             bwrap: program.into(),
             writable,
+            network_filter: Arc::new(super::sandbox::network_filter(true)?),
         };
         container.probe()?;
         Ok(container)
@@ -91,15 +102,25 @@ impl Container {
     /// Starts a trial container running `true`: the clearest place to learn that bwrap is
     /// missing or user namespaces are off.
     fn probe(&self) -> Result<(), SandboxError> {
+        let filter = self.filter_fd().map_err(|e| {
+            SandboxError::Setup(format!("could not hand the seccomp filter to bwrap: {e}"))
+        })?;
+        let fd = filter.as_raw_fd();
         let mut command = std::process::Command::new(&self.bwrap);
         command
             .args(self.namespace_args(false))
             .args(self.system_args())
+            .arg("--seccomp")
+            .arg(fd.to_string())
             .arg("--")
             .arg("true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // SAFETY: fcntl is async-signal-safe and touches only the filter's descriptor.
+        unsafe {
+            command.pre_exec(move || inherit(fd));
+        }
         let output = command.output().map_err(|e| {
             SandboxError::Unsupported(format!(
                 "the container sandbox needs bubblewrap, but {} could not be started ({e}): \
@@ -157,17 +178,44 @@ impl Container {
         args
     }
 
-    /// The `bwrap` command line that runs `shell -c <command>` for `request` in a container.
+    /// The network filter in a fresh memfd, read from its start: bwrap reads the program
+    /// from the descriptor to its end, so each container gets its own.
+    fn filter_fd(&self) -> io::Result<OwnedFd> {
+        // SAFETY: a constant, NUL-terminated name; the returned descriptor is checked.
+        let fd = unsafe { libc::memfd_create(c"toolbelt-seccomp".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned here alone.
+        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let mut bytes = Vec::with_capacity(self.network_filter.len() * 8);
+        for instruction in self.network_filter.iter() {
+            bytes.extend_from_slice(&instruction.code.to_ne_bytes());
+            bytes.push(instruction.jt);
+            bytes.push(instruction.jf);
+            bytes.extend_from_slice(&instruction.k.to_ne_bytes());
+        }
+        file.write_all(&bytes)?;
+        file.rewind()?;
+        Ok(file.into())
+    }
+
+    /// The `bwrap` command line that runs `shell -c <command>` for `request` in a container,
+    /// and the seccomp filter's descriptor, which the child must inherit ([`inherit`] in its
+    /// `pre_exec`) and the parent keep open until the spawn.
     pub(crate) fn command(
         &self,
         shell: &Path,
         request: &ProcessRequest,
-    ) -> tokio::process::Command {
+    ) -> io::Result<(tokio::process::Command, OwnedFd)> {
+        let filter = self.filter_fd()?;
         let mut command = tokio::process::Command::new(&self.bwrap);
         let terminal = request.output == OutputTarget::Terminal;
         command
             .args(self.namespace_args(terminal))
-            .args(self.system_args());
+            .args(self.system_args())
+            .arg("--seccomp")
+            .arg(filter.as_raw_fd().to_string());
         // After the tmpfs mounts, so a base dir under /tmp or /home is still the real one.
         let bind = if self.writable { "--bind" } else { "--ro-bind" };
         for root in &request.workspace_roots {
@@ -189,8 +237,18 @@ impl Container {
             .arg(shell)
             .arg("-c")
             .arg(&request.command);
-        command
+        Ok((command, filter))
     }
+}
+
+/// Lets the child keep `fd` across `exec` (every other descriptor is close-on-exec). Only
+/// for a `pre_exec` hook: one system call, no allocation.
+pub(crate) fn inherit(fd: RawFd) -> io::Result<()> {
+    // SAFETY: clearing the descriptor flags of a descriptor the parent opened for the child.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// How many of `pids` are the init of a pid namespace below this one (bwrap's pid 1), read

@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
@@ -174,7 +174,8 @@ impl LocalProcessBackend {
 
     /// Runs every command in a bubblewrap container of its own ([`Container`]). A
     /// [`SandboxPolicy`] is then not applied: the container's namespaces and mounts replace
-    /// it (a Landlock-confined process could not set them up).
+    /// it (a Landlock-confined process could not set them up), and bwrap applies the network
+    /// seccomp filter inside.
     pub fn with_container(mut self, container: Arc<Container>) -> Self {
         self.container = Some(container);
         self
@@ -209,14 +210,18 @@ impl ProcessBackend for LocalProcessBackend {
     }
 
     async fn spawn(&self, request: ProcessRequest) -> io::Result<Box<dyn RunningProcess>> {
-        let mut command = match &self.container {
-            Some(container) => container.command(&self.shell, &request),
+        let (mut command, filter) = match &self.container {
+            Some(container) => {
+                let (command, filter) = container.command(&self.shell, &request)?;
+                (command, Some(filter))
+            }
             None => {
                 let mut command = tokio::process::Command::new(&self.shell);
                 command.arg("-c").arg(&request.command);
-                command
+                (command, None)
             }
         };
+        let filter_fd = filter.as_ref().map(|fd| fd.as_raw_fd());
         command
             .current_dir(&request.cwd)
             .env_clear()
@@ -257,11 +262,14 @@ impl ProcessBackend for LocalProcessBackend {
             None => None,
         };
         let wants_terminal = terminal.is_some();
-        if wants_terminal || sandbox_hook.is_some() {
+        if wants_terminal || sandbox_hook.is_some() || filter_fd.is_some() {
             contain = contain.pre_exec(Box::new(move || {
                 // The terminal first: the sandbox's seccomp filter may refuse the ioctl.
                 if wants_terminal {
                     toolbelt_process::take_controlling_terminal();
+                }
+                if let Some(fd) = filter_fd {
+                    super::container::inherit(fd)?;
                 }
                 match sandbox_hook.as_mut() {
                     Some(hook) => hook(),
@@ -269,7 +277,10 @@ impl ProcessBackend for LocalProcessBackend {
                 }
             }));
         }
-        let process = contain.spawn(command).map_err(|e| {
+        let spawned = contain.spawn(command);
+        // The child has its copy (or failed); bwrap read the filter from it.
+        drop(filter);
+        let process = spawned.map_err(|e| {
             let confinement = match &self.sandbox {
                 Some(sandbox) => format!(" in the {} sandbox", sandbox.name()),
                 None => String::new(),

@@ -346,57 +346,63 @@ impl LandlockSandbox {
 
     /// The seccomp program that turns the network off (see the module docs).
     fn network_filter(&self) -> Result<BpfProgram, SandboxError> {
-        let setup = |e: seccompiler::BackendError| SandboxError::Setup(e.to_string());
-        let condition = |arg, op, value| {
-            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(setup)
-        };
-        let rule = |conditions| SeccompRule::new(conditions).map_err(setup);
-        let unix = libc::AF_UNIX as u64;
-        let type_mask = 0xf; // SOCK_TYPE_MASK: the flags SOCK_CLOEXEC and SOCK_NONBLOCK aside.
-        let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> = [
-            (
-                libc::SYS_socket,
-                vec![
-                    rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?,
-                    // Unix datagram sockets can send to any socket path (a raw unix socket is
-                    // a datagram socket).
-                    rule(vec![
-                        condition(0, SeccompCmpOp::Eq, unix)?,
-                        condition(
-                            1,
-                            SeccompCmpOp::MaskedEq(type_mask),
-                            libc::SOCK_DGRAM as u64,
-                        )?,
-                    ])?,
-                    rule(vec![
-                        condition(0, SeccompCmpOp::Eq, unix)?,
-                        condition(1, SeccompCmpOp::MaskedEq(type_mask), libc::SOCK_RAW as u64)?,
-                    ])?,
-                ],
-            ),
-            (libc::SYS_io_uring_setup, vec![]),
-            (libc::SYS_io_uring_enter, vec![]),
-            (libc::SYS_io_uring_register, vec![]),
-        ]
-        .into_iter()
-        .collect();
-        if !self.landlock_checks_unix_connects() {
-            rules.insert(libc::SYS_connect, vec![]);
-        }
-        let arch = std::env::consts::ARCH
-            .try_into()
-            .map_err(|e: seccompiler::BackendError| {
-                SandboxError::Unsupported(format!("no seccomp support for this architecture: {e}"))
-            })?;
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )
-        .map_err(setup)?;
-        filter.try_into().map_err(setup)
+        network_filter(!self.landlock_checks_unix_connects())
     }
+}
+
+/// The seccomp program that turns the network off (see the module docs); `block_connect`
+/// refuses every `connect`, for where Landlock does not check unix-socket connects by path.
+pub(super) fn network_filter(block_connect: bool) -> Result<BpfProgram, SandboxError> {
+    let setup = |e: seccompiler::BackendError| SandboxError::Setup(e.to_string());
+    let condition = |arg, op, value| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(setup)
+    };
+    let rule = |conditions| SeccompRule::new(conditions).map_err(setup);
+    let unix = libc::AF_UNIX as u64;
+    let type_mask = 0xf; // SOCK_TYPE_MASK: the flags SOCK_CLOEXEC and SOCK_NONBLOCK aside.
+    let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> = [
+        (
+            libc::SYS_socket,
+            vec![
+                rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?,
+                // Unix datagram sockets can send to any socket path (a raw unix socket is
+                // a datagram socket).
+                rule(vec![
+                    condition(0, SeccompCmpOp::Eq, unix)?,
+                    condition(
+                        1,
+                        SeccompCmpOp::MaskedEq(type_mask),
+                        libc::SOCK_DGRAM as u64,
+                    )?,
+                ])?,
+                rule(vec![
+                    condition(0, SeccompCmpOp::Eq, unix)?,
+                    condition(1, SeccompCmpOp::MaskedEq(type_mask), libc::SOCK_RAW as u64)?,
+                ])?,
+            ],
+        ),
+        (libc::SYS_io_uring_setup, vec![]),
+        (libc::SYS_io_uring_enter, vec![]),
+        (libc::SYS_io_uring_register, vec![]),
+    ]
+    .into_iter()
+    .collect();
+    if block_connect {
+        rules.insert(libc::SYS_connect, vec![]);
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| {
+            SandboxError::Unsupported(format!("no seccomp support for this architecture: {e}"))
+        })?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(setup)?;
+    filter.try_into().map_err(setup)
 }
 
 /// The unix-socket connect right alone, on ABIs that have it (9+); empty before.
