@@ -264,3 +264,21 @@ async fn attack_container_cannot_connect_to_a_unix_socket_in_the_base() {
         other => panic!("the host socket was reached: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_terminal_session_runs_in_the_container_too() {
+    let base = tempfile::tempdir().unwrap();
+    let set = container_set(base.path());
+    let out = tool(&set, "exec_command")
+        .call(
+            ToolContext::for_call("test"),
+            &json!({"cmd": "echo pid=$$ home=$HOME; test -t 0 && echo TERMINAL", "yield_time_ms": 5000})
+                .to_string(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("exec_command refused: {e}"));
+    let text = out.llm_text();
+    assert!(!out.is_error, "{text}");
+    assert!(text.contains("pid=2 home=/home/toolbelt"), "{text}");
+    assert!(text.contains("TERMINAL"), "{text}");
+}
