@@ -78,8 +78,10 @@ mod toolset;
 #[cfg(feature = "web")]
 pub mod web;
 mod which;
+mod workspace;
 
 pub use toolset::{
     BuiltinEnv, BuiltinOptions, BuiltinToolSet, DEFAULT_MAX_FILE_SIZE, DEFAULT_NAME, FileOptions,
     SearchOptions,
 };
+pub use workspace::Workspace;

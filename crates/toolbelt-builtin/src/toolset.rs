@@ -7,9 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toolbelt_core::{DynTool, ToolContext, ToolError, ToolSet};
 
-use crate::fs::{DynFileOps, LocalFileOps, ReadState};
-use crate::search::{DynSearchBackend, LocalSearch};
+use crate::fs::{DynFileOps, ReadState};
+use crate::search::DynSearchBackend;
 use crate::shell::{LandlockSandbox, SandboxMode};
+use crate::workspace::Workspace;
 
 /// The default tool set name.
 pub const DEFAULT_NAME: &str = "builtin";
@@ -89,6 +90,10 @@ pub struct BuiltinOptions {
     /// for is never silently left out. A mode other than off replaces a sandbox set in
     /// [`BuiltinOptions::shell`].
     pub sandbox: Option<SandboxMode>,
+    /// Where the tools act ([`Workspace`]): `None` (the default) means the local
+    /// [`BuiltinOptions::base_dir`], or a container there with [`SandboxMode::Container`].
+    /// Backends set in [`FileOptions`] and [`SearchOptions`] replace the workspace's.
+    pub workspace: Option<Workspace>,
     /// The file tools' section.
     pub files: FileOptions,
     /// The search tools' section.
@@ -111,6 +116,7 @@ impl Default for BuiltinOptions {
             base_dir: PathBuf::from("."),
             read_only: false,
             sandbox: None,
+            workspace: None,
             files: FileOptions::default(),
             search: SearchOptions::default(),
             shell: crate::shell::ShellConfig::default(),
@@ -145,6 +151,14 @@ impl BuiltinOptions {
     /// Runs Bash and its background tasks in `mode` (see [`BuiltinOptions::sandbox`]).
     pub fn with_sandbox(mut self, mode: SandboxMode) -> Self {
         self.sandbox = Some(mode);
+        self
+    }
+
+    /// Builds the tools over `workspace` (its base directory replaces
+    /// [`BuiltinOptions::base_dir`]).
+    pub fn with_workspace(mut self, workspace: Workspace) -> Self {
+        self.base_dir = workspace.base_dir().to_path_buf();
+        self.workspace = Some(workspace);
         self
     }
 
@@ -267,6 +281,7 @@ impl BuiltinEnv {
 #[derive(Clone)]
 pub struct BuiltinToolSet {
     name: String,
+    workspace: Workspace,
     env: BuiltinEnv,
     tools: Vec<DynTool>,
     shell: crate::shell::ShellTools,
@@ -293,25 +308,15 @@ impl std::fmt::Debug for BuiltinToolSet {
 impl BuiltinToolSet {
     /// Builds the set; fails when the base directory does not exist.
     pub fn new(options: BuiltinOptions) -> Result<Self, ToolError> {
-        let base_dir = std::fs::canonicalize(&options.base_dir).map_err(|e| {
-            ToolError::failed(format!(
-                "base directory {}: {e}",
-                options.base_dir.display()
-            ))
-        })?;
-        let files: DynFileOps = match &options.files.backend {
-            Some(backend) => backend.clone(),
-            None => Arc::new(LocalFileOps::new(&base_dir).map_err(ToolError::failed)?),
-        };
-        let search: DynSearchBackend = match &options.search.backend {
-            Some(backend) => backend.clone(),
-            None => Arc::new(LocalSearch::new(&base_dir).map_err(ToolError::failed)?),
-        };
+        let workspace = workspace_of(&options)?;
+        let base_dir = workspace.base_dir().to_path_buf();
+        let files = workspace.files().clone();
+        let search = workspace.search().clone();
         let env = BuiltinEnv {
             base_dir,
             read_only: options.read_only,
             files,
-            read_state: options.files.read_state.clone().unwrap_or_default(),
+            read_state: workspace.read_state().clone(),
             read_scope: None,
             search,
             max_file_size: options.files.max_file_size,
@@ -320,8 +325,11 @@ impl BuiltinToolSet {
             hidden: options.search.hidden.clone().into(),
         };
         let mut tools = assemble(&env)?;
-        let shell_sandbox = shell_sandbox(&options)?;
+        let shell_sandbox = shell_sandbox(&options, &workspace)?;
         let mut shell_config = options.shell.clone().base_dir(&env.base_dir);
+        if let Some(processes) = workspace.processes() {
+            shell_config = shell_config.backend(processes.clone());
+        }
         if let Some(mode @ (SandboxMode::ReadOnly | SandboxMode::WorkspaceWrite)) = shell_sandbox {
             let sandbox = LandlockSandbox::new(mode).map_err(|e| {
                 ToolError::failed(format!("the {mode} sandbox for Bash is not available: {e}"))
@@ -347,6 +355,7 @@ impl BuiltinToolSet {
         tools.extend(crate::web::tools(&options.web)?);
         Ok(Self {
             name: options.name,
+            workspace,
             env,
             tools,
             shell,
@@ -384,6 +393,11 @@ impl BuiltinToolSet {
         &self.env.read_state
     }
 
+    /// Where the tools act.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
     /// What the tools share.
     pub fn env(&self) -> &BuiltinEnv {
         &self.env
@@ -401,12 +415,46 @@ impl BuiltinToolSet {
     }
 }
 
+/// The workspace the options describe: the one given, or the local base dir (in a container
+/// with [`SandboxMode::Container`]), with the backends of the file and search sections.
+fn workspace_of(options: &BuiltinOptions) -> Result<Workspace, ToolError> {
+    let container = options.sandbox == Some(SandboxMode::Container);
+    let mut workspace = match &options.workspace {
+        Some(workspace) if container && workspace.kind() != "container" => {
+            return Err(ToolError::failed(format!(
+                "the container sandbox was asked for over a {} workspace",
+                workspace.kind()
+            )));
+        }
+        Some(workspace) => workspace.clone(),
+        None if container => Workspace::container(&options.base_dir, !options.read_only)?,
+        None => Workspace::local(&options.base_dir)?,
+    };
+    if let Some(files) = &options.files.backend {
+        workspace = workspace.with_files(files.clone());
+    }
+    if let Some(search) = &options.search.backend {
+        workspace = workspace.with_search(search.clone());
+    }
+    if let Some(state) = &options.files.read_state {
+        workspace = workspace.with_read_state(state.clone());
+    }
+    Ok(workspace)
+}
+
 /// The sandbox mode of the shell tools, or `None` when a read-only set must leave them out.
-fn shell_sandbox(options: &BuiltinOptions) -> Result<Option<SandboxMode>, ToolError> {
+fn shell_sandbox(
+    options: &BuiltinOptions,
+    workspace: &Workspace,
+) -> Result<Option<SandboxMode>, ToolError> {
+    if workspace.kind() == "container" {
+        // Read-only binds the base read-only (Workspace::container), so Bash may stay.
+        return Ok(Some(SandboxMode::Container));
+    }
     if !options.read_only {
         return Ok(Some(options.sandbox.unwrap_or(SandboxMode::Off)));
     }
-    if options.shell.has_custom_backend() {
+    if options.shell.has_custom_backend() || workspace.processes().is_some() {
         // A custom backend ignores the sandbox: nothing here can make its commands read-only.
         return Ok(None);
     }

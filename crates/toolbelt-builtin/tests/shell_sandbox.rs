@@ -113,6 +113,7 @@ fn modes_parse_print_and_describe_themselves() {
         SandboxMode::Off,
         SandboxMode::ReadOnly,
         SandboxMode::WorkspaceWrite,
+        SandboxMode::Container,
     ] {
         assert_eq!(mode.to_string().parse::<SandboxMode>(), Ok(mode));
     }
@@ -120,7 +121,7 @@ fn modes_parse_print_and_describe_themselves() {
         "none"
             .parse::<SandboxMode>()
             .unwrap_err()
-            .contains("off, read-only or workspace-write")
+            .contains("off, read-only, workspace-write or container")
     );
     let summary = sandbox(SandboxMode::ReadOnly).summary();
     assert!(summary.starts_with("read-only (Landlock ABI "), "{summary}");

@@ -150,9 +150,10 @@ pub struct ToolSourceArgs {
     #[arg(long)]
     pub read_only: bool,
     /// Confine Bash and its background tasks: `off`, `read-only` (no writes but to a private
-    /// temp dir) or `workspace-write` (writes only beneath --dir and the temp dir). Both
-    /// sandboxes turn the network off. Default: workspace-write where the kernel supports
-    /// Landlock, else off.
+    /// temp dir), `workspace-write` (writes only beneath --dir and the temp dir) or
+    /// `container` (each command in a bubblewrap container that sees only the system
+    /// directories, --dir and a private /tmp and home; needs bubblewrap). Every sandbox turns
+    /// the network off. Default: workspace-write where the kernel supports Landlock, else off.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<SandboxMode>,
     /// An `mcpServers` JSON file (the format of Claude Desktop, Cursor and Claude Code);
@@ -337,6 +338,10 @@ fn sandbox_line(mode: Option<SandboxMode>) -> String {
     match mode {
         None => "sandbox: Bash is not offered (read-only, and no sandbox to run it in)".into(),
         Some(SandboxMode::Off) => "sandbox: off (Bash runs unconfined)".into(),
+        Some(SandboxMode::Container) => "sandbox: container (bubblewrap: each command in its \
+             own user, pid and network namespaces, seeing the system directories read-only, \
+             --dir and a private /tmp and home)"
+            .into(),
         Some(mode) => match LandlockSandbox::new(mode) {
             Ok(sandbox) => format!("sandbox: {}", sandbox.summary()),
             Err(_) => format!("sandbox: {mode}"),

@@ -33,6 +33,7 @@ mod run_providers;
 mod run_todo;
 mod run_tool_search;
 mod sandbox;
+mod sandbox_container;
 mod schemas_ajv;
 mod serve_aggregation;
 mod serve_approval;

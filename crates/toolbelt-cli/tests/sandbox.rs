@@ -129,7 +129,7 @@ fn an_unknown_mode_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("off, read-only or workspace-write"),
+        stderr.contains("off, read-only, workspace-write or container"),
         "{stderr}"
     );
 }

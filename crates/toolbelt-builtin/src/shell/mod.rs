@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod container;
 mod output;
 pub(crate) mod policy;
 mod process;
@@ -53,6 +54,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use toolbelt_core::{DynTool, EnvPolicy, ToolContext, ToolError, ToolOutput, ToolSet};
 
+pub use container::Container;
 pub use output::{CappedOutput, RenderedOutput};
 pub use policy::{CommandPattern, CommandPolicy, PolicyViolation};
 pub use process::{

@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use tokio::io::AsyncRead;
 use toolbelt_process::{Contain, Contained, Pty};
 
+use super::container::Container;
 use super::sandbox::SandboxPolicy;
 
 pub use toolbelt_process::{Cleanup, Containment, ExitOutcome, Killer, PtyMaster};
@@ -118,6 +119,7 @@ pub trait ProcessBackend: Send + Sync + fmt::Debug {
 pub struct LocalProcessBackend {
     shell: PathBuf,
     sandbox: Option<Arc<dyn SandboxPolicy>>,
+    container: Option<Arc<Container>>,
     containment: Containment,
 }
 
@@ -129,6 +131,7 @@ impl fmt::Debug for LocalProcessBackend {
                 "sandbox",
                 &self.sandbox.as_ref().map(|s| s.name().to_string()),
             )
+            .field("container", &self.container)
             .field("containment", &self.containment)
             .finish()
     }
@@ -152,6 +155,7 @@ impl LocalProcessBackend {
                 .next()
                 .unwrap_or_else(|| PathBuf::from("bash")),
             sandbox: None,
+            container: None,
             containment: Containment::Auto,
         }
     }
@@ -165,6 +169,15 @@ impl LocalProcessBackend {
     /// Confines every child with `sandbox` before it execs.
     pub fn with_sandbox(mut self, sandbox: Arc<dyn SandboxPolicy>) -> Self {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Runs every command in a bubblewrap container of its own ([`Container`]). A
+    /// [`SandboxPolicy`] is then not applied: the container's namespaces and mounts replace
+    /// it (a Landlock-confined process could not set them up), and bwrap applies the network
+    /// seccomp filter inside.
+    pub fn with_container(mut self, container: Arc<Container>) -> Self {
+        self.container = Some(container);
         self
     }
 
@@ -189,17 +202,27 @@ impl LocalProcessBackend {
 #[async_trait]
 impl ProcessBackend for LocalProcessBackend {
     fn name(&self) -> &str {
-        match &self.sandbox {
-            Some(_) => "local (sandboxed)",
-            None => "local",
+        match (&self.container, &self.sandbox) {
+            (Some(_), _) => "container",
+            (None, Some(_)) => "local (sandboxed)",
+            (None, None) => "local",
         }
     }
 
     async fn spawn(&self, request: ProcessRequest) -> io::Result<Box<dyn RunningProcess>> {
-        let mut command = tokio::process::Command::new(&self.shell);
+        let (mut command, filter) = match &self.container {
+            Some(container) => {
+                let (command, filter) = container.command(&self.shell, &request)?;
+                (command, Some(filter))
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&self.shell);
+                command.arg("-c").arg(&request.command);
+                (command, None)
+            }
+        };
+        let filter_fd = filter.as_ref().map(|fd| fd.as_raw_fd());
         command
-            .arg("-c")
-            .arg(&request.command)
             .current_dir(&request.cwd)
             .env_clear()
             .envs(request.env.iter().map(|(k, v)| (k, v)))
@@ -230,7 +253,7 @@ impl ProcessBackend for LocalProcessBackend {
             }
         }
         let mut contain = Contain::new(self.containment);
-        let mut sandbox_hook = match &self.sandbox {
+        let mut sandbox_hook = match self.sandbox.as_ref().filter(|_| self.container.is_none()) {
             Some(sandbox) => Some(
                 sandbox
                     .child_hook(&request)
@@ -239,11 +262,14 @@ impl ProcessBackend for LocalProcessBackend {
             None => None,
         };
         let wants_terminal = terminal.is_some();
-        if wants_terminal || sandbox_hook.is_some() {
+        if wants_terminal || sandbox_hook.is_some() || filter_fd.is_some() {
             contain = contain.pre_exec(Box::new(move || {
                 // The terminal first: the sandbox's seccomp filter may refuse the ioctl.
                 if wants_terminal {
                     toolbelt_process::take_controlling_terminal();
+                }
+                if let Some(fd) = filter_fd {
+                    super::container::inherit(fd)?;
                 }
                 match sandbox_hook.as_mut() {
                     Some(hook) => hook(),
@@ -251,7 +277,10 @@ impl ProcessBackend for LocalProcessBackend {
                 }
             }));
         }
-        let process = contain.spawn(command).map_err(|e| {
+        let spawned = contain.spawn(command);
+        // The child has its copy (or failed); bwrap read the filter from it.
+        drop(filter);
+        let process = spawned.map_err(|e| {
             let confinement = match &self.sandbox {
                 Some(sandbox) => format!(" in the {} sandbox", sandbox.name()),
                 None => String::new(),
@@ -273,6 +302,7 @@ impl ProcessBackend for LocalProcessBackend {
             process,
             output,
             terminal,
+            container: self.container.is_some(),
         }))
     }
 }
@@ -283,6 +313,30 @@ struct LocalProcess {
     process: Contained,
     output: Option<OutputStream>,
     terminal: Option<Arc<PtyMaster>>,
+    /// Whether the child is a bubblewrap container, whose own init process is not one the
+    /// command started (see [`LocalProcess::not_the_command`]).
+    container: bool,
+}
+
+impl LocalProcess {
+    /// A cleanup without the container's init processes (pid 1 of its pid namespace, which
+    /// outlives the command until its last process is gone) among those it ended: a command
+    /// that left nothing running is not told it did.
+    fn not_the_command(&self, inits: usize, cleanup: Cleanup) -> Cleanup {
+        Cleanup {
+            killed: cleanup.killed.saturating_sub(inits),
+            ..cleanup
+        }
+    }
+
+    /// How many of the child's processes are a container's init (`0` outside a container).
+    fn container_inits(&self) -> usize {
+        if self.container {
+            super::container::namespace_inits(&self.process.members())
+        } else {
+            0
+        }
+    }
 }
 
 #[async_trait]
@@ -304,11 +358,18 @@ impl RunningProcess for LocalProcess {
     }
 
     async fn terminate(&mut self, grace: Duration) -> io::Result<(ExitOutcome, Cleanup)> {
-        self.process.terminate(grace).await
+        let inits = self.container_inits();
+        let (outcome, cleanup) = self.process.terminate(grace).await?;
+        Ok((outcome, self.not_the_command(inits, cleanup)))
     }
 
     async fn kill_leftovers(&mut self, grace: Duration) -> io::Result<Cleanup> {
-        Ok(self.process.kill_leftovers(grace).await)
+        // Counted before: the init is alive as long as anything else inside is, so it is
+        // among the processes ended whenever it was seen here with others, and one seen
+        // alone exits on its own within the grace.
+        let inits = self.container_inits();
+        let cleanup = self.process.kill_leftovers(grace).await;
+        Ok(self.not_the_command(inits, cleanup))
     }
 
     fn killer(&self) -> Option<Killer> {

@@ -97,6 +97,10 @@ pub enum SandboxMode {
     /// Read anywhere; write beneath the base dir, the private temp dir and `/dev/null`; no
     /// network.
     WorkspaceWrite,
+    /// Every command in a bubblewrap container of its own namespaces that sees only the
+    /// system directories (read-only), the base dir and a private `/tmp` and home
+    /// ([`Container`](super::Container)); no network, no host process visible.
+    Container,
 }
 
 impl SandboxMode {
@@ -106,6 +110,7 @@ impl SandboxMode {
             SandboxMode::Off => "off",
             SandboxMode::ReadOnly => "read-only",
             SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::Container => "container",
         }
     }
 
@@ -117,11 +122,13 @@ impl SandboxMode {
         }
     }
 
-    /// The sandbox that enforces this mode here (`None` for [`SandboxMode::Off`]). Fails when
-    /// the kernel cannot enforce it: a sandbox is never silently left out.
+    /// The sandbox policy that enforces this mode here (`None` for [`SandboxMode::Off`] and
+    /// for [`SandboxMode::Container`], which is a process backend, not a policy: see
+    /// [`Container`](super::Container)). Fails when the kernel cannot enforce it: a sandbox
+    /// is never silently left out.
     pub fn sandbox(self) -> Result<Option<Arc<dyn SandboxPolicy>>, SandboxError> {
         match self {
-            SandboxMode::Off => Ok(None),
+            SandboxMode::Off | SandboxMode::Container => Ok(None),
             mode => Ok(Some(Arc::new(LandlockSandbox::new(mode)?))),
         }
     }
@@ -141,8 +148,10 @@ impl FromStr for SandboxMode {
             "off" => Ok(SandboxMode::Off),
             "read-only" => Ok(SandboxMode::ReadOnly),
             "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+            "container" => Ok(SandboxMode::Container),
             other => Err(format!(
-                "unknown sandbox mode {other:?}; expected off, read-only or workspace-write"
+                "unknown sandbox mode {other:?}; expected off, read-only, workspace-write or \
+                 container"
             )),
         }
     }
@@ -207,6 +216,13 @@ impl LandlockSandbox {
         if mode == SandboxMode::Off {
             return Err(SandboxError::Setup(
                 "sandbox mode off is no sandbox; leave the sandbox out instead".into(),
+            ));
+        }
+        if mode == SandboxMode::Container {
+            return Err(SandboxError::Unsupported(
+                "the container sandbox is a process backend (shell::Container), not a Landlock \
+                 mode"
+                    .into(),
             ));
         }
         let abi_number = kernel_abi();
@@ -330,57 +346,63 @@ impl LandlockSandbox {
 
     /// The seccomp program that turns the network off (see the module docs).
     fn network_filter(&self) -> Result<BpfProgram, SandboxError> {
-        let setup = |e: seccompiler::BackendError| SandboxError::Setup(e.to_string());
-        let condition = |arg, op, value| {
-            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(setup)
-        };
-        let rule = |conditions| SeccompRule::new(conditions).map_err(setup);
-        let unix = libc::AF_UNIX as u64;
-        let type_mask = 0xf; // SOCK_TYPE_MASK: the flags SOCK_CLOEXEC and SOCK_NONBLOCK aside.
-        let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> = [
-            (
-                libc::SYS_socket,
-                vec![
-                    rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?,
-                    // Unix datagram sockets can send to any socket path (a raw unix socket is
-                    // a datagram socket).
-                    rule(vec![
-                        condition(0, SeccompCmpOp::Eq, unix)?,
-                        condition(
-                            1,
-                            SeccompCmpOp::MaskedEq(type_mask),
-                            libc::SOCK_DGRAM as u64,
-                        )?,
-                    ])?,
-                    rule(vec![
-                        condition(0, SeccompCmpOp::Eq, unix)?,
-                        condition(1, SeccompCmpOp::MaskedEq(type_mask), libc::SOCK_RAW as u64)?,
-                    ])?,
-                ],
-            ),
-            (libc::SYS_io_uring_setup, vec![]),
-            (libc::SYS_io_uring_enter, vec![]),
-            (libc::SYS_io_uring_register, vec![]),
-        ]
-        .into_iter()
-        .collect();
-        if !self.landlock_checks_unix_connects() {
-            rules.insert(libc::SYS_connect, vec![]);
-        }
-        let arch = std::env::consts::ARCH
-            .try_into()
-            .map_err(|e: seccompiler::BackendError| {
-                SandboxError::Unsupported(format!("no seccomp support for this architecture: {e}"))
-            })?;
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )
-        .map_err(setup)?;
-        filter.try_into().map_err(setup)
+        network_filter(!self.landlock_checks_unix_connects())
     }
+}
+
+/// The seccomp program that turns the network off (see the module docs); `block_connect`
+/// refuses every `connect`, for where Landlock does not check unix-socket connects by path.
+pub(super) fn network_filter(block_connect: bool) -> Result<BpfProgram, SandboxError> {
+    let setup = |e: seccompiler::BackendError| SandboxError::Setup(e.to_string());
+    let condition = |arg, op, value| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(setup)
+    };
+    let rule = |conditions| SeccompRule::new(conditions).map_err(setup);
+    let unix = libc::AF_UNIX as u64;
+    let type_mask = 0xf; // SOCK_TYPE_MASK: the flags SOCK_CLOEXEC and SOCK_NONBLOCK aside.
+    let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> = [
+        (
+            libc::SYS_socket,
+            vec![
+                rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?,
+                // Unix datagram sockets can send to any socket path (a raw unix socket is
+                // a datagram socket).
+                rule(vec![
+                    condition(0, SeccompCmpOp::Eq, unix)?,
+                    condition(
+                        1,
+                        SeccompCmpOp::MaskedEq(type_mask),
+                        libc::SOCK_DGRAM as u64,
+                    )?,
+                ])?,
+                rule(vec![
+                    condition(0, SeccompCmpOp::Eq, unix)?,
+                    condition(1, SeccompCmpOp::MaskedEq(type_mask), libc::SOCK_RAW as u64)?,
+                ])?,
+            ],
+        ),
+        (libc::SYS_io_uring_setup, vec![]),
+        (libc::SYS_io_uring_enter, vec![]),
+        (libc::SYS_io_uring_register, vec![]),
+    ]
+    .into_iter()
+    .collect();
+    if block_connect {
+        rules.insert(libc::SYS_connect, vec![]);
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| {
+            SandboxError::Unsupported(format!("no seccomp support for this architecture: {e}"))
+        })?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(setup)?;
+    filter.try_into().map_err(setup)
 }
 
 /// The unix-socket connect right alone, on ABIs that have it (9+); empty before.
