@@ -138,7 +138,7 @@ async fn stop_hooks(session: &AgentSession, active: bool) -> Option<String> {
             Some(reason)
         }
         Err(why) => {
-            eprintln!("toolbelt: warning: {why}");
+            eprintln!("toolbelt: warning: {}", toolbelt::visible(&why));
             None
         }
     }
@@ -286,7 +286,11 @@ pub async fn run(args: RunArgs) -> Outcome {
                 messages.extend(context.into_iter().map(Message::user));
             }
             Err(why) => {
-                eprintln!("toolbelt: error: the prompt was not sent: {why}");
+                // A hook's own words (its stderr) may hold anything: escaped.
+                eprintln!(
+                    "toolbelt: error: the prompt was not sent: {}",
+                    toolbelt::visible(&why)
+                );
                 session.close(&args.agent).await;
                 return Ok(EXIT_TOOL_FAILED);
             }

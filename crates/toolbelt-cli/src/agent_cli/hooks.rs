@@ -45,7 +45,10 @@ pub fn hooks_from(
     }
     let hooks = builder.build(approver);
     for event in hooks.unsupported() {
-        eprintln!("toolbelt: warning: hook event {event} is not run");
+        eprintln!(
+            "toolbelt: warning: hook event {} is not run",
+            toolbelt::visible(event)
+        );
     }
     Ok(Some(hooks))
 }
