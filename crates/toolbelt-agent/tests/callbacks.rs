@@ -268,26 +268,10 @@ async fn plugins_run_in_registration_order_before_the_agents_own_callbacks() {
         .with_plugin(Plugin::new("second").callbacks(logging("second", &log)));
     let events = run(&runner, "s", "2 times 3?", RunOptions::new()).await;
     no_errors(&events);
-    let stage = |stage: &str| -> Vec<String> {
-        ["first", "second", "agent"]
-            .iter()
-            .map(|label| format!("{label}:{stage}:calc"))
-            .collect()
-    };
-    let expected: Vec<String> = [
-        "before_agent",
-        "before_model",
-        "after_model",
-        "before_tool",
-        "after_tool",
-        "before_model",
-        "after_model",
-        "after_agent",
-    ]
-    .iter()
-    .flat_map(|s| stage(s))
-    .collect();
-    assert_eq!(entries(&log), expected);
+    assert_eq!(
+        entries(&log),
+        one_tool_turn_logged_by(["first", "second", "agent"])
+    );
 }
 
 #[tokio::test]
@@ -380,13 +364,16 @@ async fn an_agents_own_plugin_runs_after_the_runners_and_before_the_agents_callb
     let runner = runner.with_plugin(Plugin::new("runner").callbacks(logging("runner", &log)));
     let events = run(&runner, "s", "2 times 3?", RunOptions::new()).await;
     no_errors(&events);
-    let stage = |stage: &str| -> Vec<String> {
-        ["runner", "own", "agent"]
-            .iter()
-            .map(|label| format!("{label}:{stage}:calc"))
-            .collect()
-    };
-    let expected: Vec<String> = [
+    assert_eq!(
+        entries(&log),
+        one_tool_turn_logged_by(["runner", "own", "agent"])
+    );
+}
+
+/// What `logging` callbacks labelled `labels` (in the order they run) record for a `calc`
+/// run with one tool turn: each stage once per label, stage after stage.
+fn one_tool_turn_logged_by(labels: [&str; 3]) -> Vec<String> {
+    [
         "before_agent",
         "before_model",
         "after_model",
@@ -397,7 +384,6 @@ async fn an_agents_own_plugin_runs_after_the_runners_and_before_the_agents_callb
         "after_agent",
     ]
     .iter()
-    .flat_map(|s| stage(s))
-    .collect();
-    assert_eq!(entries(&log), expected);
+    .flat_map(|stage| labels.map(|label| format!("{label}:{stage}:calc")))
+    .collect()
 }
