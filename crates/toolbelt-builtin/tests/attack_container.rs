@@ -32,13 +32,15 @@ pub fn tool(set: &BuiltinToolSet, name: &str) -> DynTool {
 }
 
 pub async fn bash(set: &BuiltinToolSet, command: &str) -> ToolOutput {
+    bash_with(set, json!({ "command": command })).await
+}
+
+/// A Bash call with these `arguments` (a timeout, a background run).
+async fn bash_with(set: &BuiltinToolSet, arguments: serde_json::Value) -> ToolOutput {
     tool(set, "Bash")
-        .call(
-            ToolContext::for_call("test"),
-            &json!({ "command": command }).to_string(),
-        )
+        .call(ToolContext::for_call("test"), &arguments.to_string())
         .await
-        .unwrap_or_else(|e| panic!("Bash refused {command:?}: {e}"))
+        .unwrap_or_else(|e| panic!("Bash refused {arguments}: {e}"))
 }
 
 /// Host processes whose command line contains `marker`.
@@ -191,17 +193,14 @@ async fn container_counts_only_the_processes_the_command_left_running() {
 async fn attack_container_leaves_no_process_after_a_timeout() {
     let base = tempfile::tempdir().unwrap();
     let set = container_set(base.path());
-    let out = tool(&set, "Bash")
-        .call(
-            ToolContext::for_call("test"),
-            &json!({
-                "command": "setsid sleep 31711.25 & (sleep 31711.5 &) ; sleep 31711.75",
-                "timeout": 1000,
-            })
-            .to_string(),
-        )
-        .await
-        .unwrap();
+    let out = bash_with(
+        &set,
+        json!({
+            "command": "setsid sleep 31711.25 & (sleep 31711.5 &) ; sleep 31711.75",
+            "timeout": 1000,
+        }),
+    )
+    .await;
     assert!(out.is_error, "{}", out.llm_text());
     assert_none_left("sleep 31711.");
 }
@@ -210,17 +209,14 @@ async fn attack_container_leaves_no_process_after_a_timeout() {
 async fn attack_container_leaves_no_process_after_the_tool_set_drops() {
     let base = tempfile::tempdir().unwrap();
     let set = container_set(base.path());
-    let out = tool(&set, "Bash")
-        .call(
-            ToolContext::for_call("test"),
-            &json!({
-                "command": "setsid sleep 31722.25 & sleep 31722.5",
-                "run_in_background": true,
-            })
-            .to_string(),
-        )
-        .await
-        .unwrap();
+    let out = bash_with(
+        &set,
+        json!({
+            "command": "setsid sleep 31722.25 & sleep 31722.5",
+            "run_in_background": true,
+        }),
+    )
+    .await;
     assert!(!out.is_error, "{}", out.llm_text());
     toolbelt_testkit::eventually(
         "the background task is running",
