@@ -7,9 +7,10 @@ use futures::StreamExt;
 use toolbelt_agent::history::{record_tool_calls, sanitize};
 use toolbelt_agent::{AgentError, EventKind};
 use toolbelt_core::{Declaration, ToolContext};
-use toolbelt_exec::{Registry, repair_arguments};
+use toolbelt_exec::repair_arguments;
 use toolbelt_model::{DynModel, GenerationConfig, Message, Model, Request, Response};
 
+use crate::tools_node::Offered;
 use crate::{Node, NodeContext, NodeError, State, ToolsNode};
 
 /// A node that calls a model once: the instruction, the state's conversation (made valid
@@ -22,7 +23,7 @@ pub struct ModelNode {
     model: DynModel,
     instruction: String,
     declarations: Vec<Declaration>,
-    registries: Vec<Arc<Registry>>,
+    offered: Vec<Offered>,
     config: GenerationConfig,
 }
 
@@ -47,7 +48,7 @@ impl ModelNode {
             model,
             instruction: String::new(),
             declarations: Vec::new(),
-            registries: Vec::new(),
+            offered: Vec::new(),
             config: GenerationConfig::default(),
         }
     }
@@ -58,9 +59,10 @@ impl ModelNode {
         self
     }
 
-    /// Declares the tools of `tools` (listed at each call, so tool sets' changes show).
+    /// Declares the tools `tools` runs (listed at each call, so tool sets' changes show;
+    /// through its filter, if it has one).
     pub fn tools_from(mut self, tools: &ToolsNode) -> Self {
-        self.registries.push(tools.registry().clone());
+        self.offered.push(tools.offered());
         self
     }
 
@@ -130,8 +132,8 @@ impl<S: State> Node<S> for ModelNode {
             ctx.state().messages().unwrap_or_default().to_vec(),
         ));
         let mut declarations = self.declarations.clone();
-        for registry in &self.registries {
-            declarations.extend(registry.snapshot(&ToolContext::new()).await.declarations());
+        for offered in &self.offered {
+            declarations.extend(offered.snapshot(&ToolContext::new()).await.declarations());
         }
         let mut request = Request::new(messages)
             .with_tools(declarations)

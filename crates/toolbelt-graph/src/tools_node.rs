@@ -5,10 +5,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use toolbelt_agent::{AgentError, EventKind, ToolResult, tool_callback_hooks};
-use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext};
+use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolFilter};
 use toolbelt_exec::{
     BatchEvent, BatchItem, BatchOptions, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
-    ToolSetOptions,
+    ToolSetOptions, ToolSnapshot,
 };
 use toolbelt_model::{Message, Role};
 
@@ -25,8 +25,27 @@ type ConfigureExecutor = Box<dyn FnOnce(ExecutorBuilder) -> ExecutorBuilder + Se
 /// they happen; the results are appended to the conversation as tool messages in call order.
 pub struct ToolsNode {
     executor: Executor,
-    registry: Arc<Registry>,
+    offered: Offered,
     mode: Option<ExecutionMode>,
+}
+
+/// The tools a tools node runs: its registry seen through its filter. The model nodes that
+/// declare them hold the same, so what a model is offered is what the node runs.
+#[derive(Clone)]
+pub(crate) struct Offered {
+    registry: Arc<Registry>,
+    filter: Option<ToolFilter>,
+}
+
+impl Offered {
+    /// The tools visible now (tool sets listed afresh).
+    pub(crate) async fn snapshot(&self, ctx: &ToolContext) -> ToolSnapshot {
+        let tools = self.registry.snapshot(ctx).await;
+        match &self.filter {
+            Some(filter) => tools.filtered(ctx, filter),
+            None => tools,
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolsNode {
@@ -46,6 +65,7 @@ pub struct ToolsNodeBuilder {
     mode: Option<ExecutionMode>,
     executor: Option<Executor>,
     configure: Vec<ConfigureExecutor>,
+    filter: Option<ToolFilter>,
 }
 
 impl std::fmt::Debug for ToolsNodeBuilder {
@@ -118,6 +138,14 @@ impl ToolsNodeBuilder {
         self
     }
 
+    /// Runs only the tools `filter` lets through; a call to any other is answered as a call
+    /// to an unknown tool. With an executor of your own whose registry holds more tools than
+    /// this node declares to its model, this keeps the node to its own.
+    pub fn filter(mut self, filter: ToolFilter) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
     /// The node. Fails on duplicate tool names, or on retry or configuration given with an
     /// executor of your own.
     pub fn build(self) -> Result<ToolsNode, AgentError> {
@@ -157,7 +185,10 @@ impl ToolsNodeBuilder {
         }
         Ok(ToolsNode {
             executor,
-            registry,
+            offered: Offered {
+                registry,
+                filter: self.filter,
+            },
             mode: self.mode,
         })
     }
@@ -176,7 +207,12 @@ impl ToolsNode {
 
     /// The node's registry: its tools over the executor's.
     pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+        &self.offered.registry
+    }
+
+    /// What the node runs, for the model nodes that declare it.
+    pub(crate) fn offered(&self) -> Offered {
+        self.offered.clone()
     }
 }
 
@@ -210,7 +246,7 @@ impl<S: State> Node<S> for ToolsNode {
                 .with_cancellation(inv.cancellation().child_token())
                 .with_extension(inv.clone()),
         );
-        let tools = self.registry.snapshot(&tool_ctx).await;
+        let tools = self.offered.snapshot(&tool_ctx).await;
         for (set, error) in tools.errors() {
             let message = format!("tool set {set}: {error}");
             inv.emit(inv.new_event(EventKind::Warning { message }))

@@ -80,6 +80,56 @@ async fn the_tools_node_gives_each_call_its_tool_call_id_and_the_model_gets_the_
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_tools_node_answers_a_call_to_a_tool_it_keeps_out_as_unknown() {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([("call_A", "whoami", "{}"), ("call_B", "secret", "{}")]),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let secret_calls = Arc::new(AtomicUsize::new(0));
+    let counted = secret_calls.clone();
+    let secret = FunctionTool::new(
+        "secret",
+        "Not for this node",
+        move |_ctx: ToolContext, _: NoArgs| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("leaked")
+            }
+        },
+    )
+    .unwrap();
+    let tools = ToolsNode::builder()
+        .tool(whoami())
+        .tool(secret)
+        .filter(toolbelt_core::ToolFilter::include_names(["whoami"]))
+        .build()
+        .unwrap();
+    let graph = agent_loop("filtered", &server, tools);
+    let events = run(
+        &runner(graph, Arc::new(InMemorySessionService::new())),
+        "who?",
+    )
+    .await;
+    let results = results(&events);
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].content, "call call_A");
+    assert!(results[1].is_error, "{:?}", results[1]);
+    assert!(
+        results[1].content.contains("secret"),
+        "{}",
+        results[1].content
+    );
+    assert_eq!(
+        secret_calls.load(Ordering::SeqCst),
+        0,
+        "the kept-out tool never ran"
+    );
+}
+
 /// `meet`: waits until `barrier` is full, recording how many calls were in flight at once.
 fn meet(
     barrier: Option<Arc<tokio::sync::Barrier>>,
