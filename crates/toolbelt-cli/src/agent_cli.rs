@@ -22,7 +22,10 @@ use toolbelt::agent::{
     AgentError, Decision, DynAgent, EventStream, InMemorySessionService, LlmAgent, RunInput,
     RunOptions, Runner, SessionService,
 };
-use toolbelt::exec::{ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Timeout};
+use toolbelt::core::RetryPolicy;
+use toolbelt::exec::{
+    ARTIFACT_READ_TOOL, ArtifactOffload, ExecutionMode, Executor, Retry, Timeout,
+};
 use toolbelt::model::{
     DynModel, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, FallbackModel, GenerationConfig, ModelError,
     OpenAiConfig, OpenAiModel, Provider,
@@ -405,7 +408,23 @@ fn executor_from(
     permit: Permit,
     offload: Option<&ArtifactOffload>,
 ) -> Executor {
-    let mut executor = Executor::builder(toolbox.registry.clone())
+    executor_with(args, toolbox, permit, offload, None)
+}
+
+/// [`executor_from`], retrying failed calls on `retry`'s schedule (outside the timeout, so
+/// each attempt has the whole time).
+fn executor_with(
+    args: &AgentArgs,
+    toolbox: &Toolbox,
+    permit: Permit,
+    offload: Option<&ArtifactOffload>,
+    retry: Option<RetryPolicy>,
+) -> Executor {
+    let mut executor = Executor::builder(toolbox.registry.clone());
+    if let Some(policy) = retry {
+        executor = executor.middleware(Retry::new(policy));
+    }
+    let mut executor = executor
         .middleware(Timeout::new(TOOL_TIMEOUT))
         .mode(if args.parallel {
             ExecutionMode::Parallel
@@ -487,8 +506,11 @@ fn agents_from(
         toolbelt::model::connect(provider_from(args)?, config)
             .map_err(|e| CliError::usage(e.to_string()))
     };
+    let retrying_executor =
+        |policy: RetryPolicy| executor_with(args, toolbox, permit.clone(), offload, Some(policy));
     agents.build(&agents_file::BuildContext {
-        executor: executor_from(args, toolbox, permit, offload),
+        executor: executor_from(args, toolbox, permit.clone(), offload),
+        retrying_executor: &retrying_executor,
         model: root,
         model_named: &model_named,
         offered,
@@ -505,6 +527,7 @@ pub fn approval_from(stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval>
 }
 
 /// What decides a run's calls: the permission rules, and who is asked when they ask.
+#[derive(Clone)]
 struct Permit {
     rules: Arc<toolbelt::builtin::permission::PermissionRules>,
     approver: Option<Arc<dyn toolbelt::exec::Approver>>,

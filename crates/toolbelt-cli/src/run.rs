@@ -24,8 +24,8 @@ use toolbelt::agent::{Decision, RunInput};
 use toolbelt::model::Message;
 
 use crate::agent_cli::{
-    AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, approval_from, model_from,
-    shared_stdin, stored_events, watch_run,
+    AgentArgs, AgentSession, Format, Renderer, RunEnd, RunSummary, Spinner, approval_from,
+    model_from, shared_stdin, stored_events, watch_run,
 };
 use crate::common::{CliError, EXIT_AWAITING_APPROVAL, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
@@ -309,7 +309,9 @@ pub async fn run(args: RunArgs) -> Outcome {
         let RunEnd::Completed(summary) = &end else {
             break;
         };
-        let paused = !summary.awaiting.is_empty() || !summary.running_long.is_empty();
+        let paused = !summary.awaiting.is_empty()
+            || !summary.running_long.is_empty()
+            || summary.interrupted.is_some();
         if summary.failed || paused {
             break;
         }
@@ -355,6 +357,27 @@ pub async fn run(args: RunArgs) -> Outcome {
                 toolbelt::visible(&session_id),
                 toolbelt::visible(&ids),
             );
+            Ok(EXIT_AWAITING_APPROVAL)
+        }
+        RunEnd::Completed(RunSummary {
+            interrupted: Some((node, _)),
+            ..
+        }) => {
+            if args.agent.session.is_some() {
+                eprintln!(
+                    "toolbelt: paused: {} waits for an answer; give it with\n  toolbelt run \
+                     --session {} --session-id {} \"ANSWER\"",
+                    toolbelt::visible(&node),
+                    toolbelt::visible(&session_file(&args)),
+                    toolbelt::visible(&session_id),
+                );
+            } else {
+                eprintln!(
+                    "toolbelt: {} waits for an answer, but this run keeps no session; run it \
+                     with --session FILE to answer in a later run",
+                    toolbelt::visible(&node),
+                );
+            }
             Ok(EXIT_AWAITING_APPROVAL)
         }
         RunEnd::Completed(_) => Ok(EXIT_OK),

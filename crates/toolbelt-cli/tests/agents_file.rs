@@ -181,16 +181,20 @@ async fn every_mistake_in_an_agents_file_is_named_before_the_model_is_asked() {
              [[agents]]\nname = \"b\"\n",
             &["unknown variant `all`", "parent_branch"],
         ),
-        ("empty.toml", "agents = []\n", &["defines no agents"]),
+        (
+            "empty.toml",
+            "agents = []\n",
+            &["defines no agents and no graphs"],
+        ),
         (
             "twice.toml",
             "[[agents]]\nname = \"a\"\n[[agents]]\nname = \"a\"\n",
-            &["two agents are named \"a\""],
+            &["two agents or graphs are named \"a\""],
         ),
         (
             "root.toml",
             "root = \"boss\"\n[[agents]]\nname = \"a\"\n",
-            &["root names no agent: \"boss\""],
+            &["root names no agent or graph: \"boss\""],
         ),
         (
             "sub.toml",
@@ -277,4 +281,253 @@ async fn a_missing_agents_file_is_named() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--agents nowhere.toml"), "{stderr}");
     assert!(server.requests().is_empty());
+}
+
+/// The graph example the README shows.
+fn release_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/release.toml")
+}
+
+/// `toolbelt run --agents release.toml --session FILE --session-id s1 PROMPT` in `dir`.
+fn release_run(server: &ScriptedServer, dir: &Path, prompt: &str) -> std::process::Command {
+    let mut command = toolbelt(server, dir);
+    command
+        .args(["run", prompt, "--agents"])
+        .arg(release_file())
+        .arg("--session")
+        .arg(dir.join("release.db"))
+        .args(["--session-id", "s1", "--approval", "never", "--dir"])
+        .arg(dir);
+    command
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graph_file_drafts_asks_a_person_and_resumes_in_a_later_process_with_the_answer() {
+    let dir = project();
+    let write = format!(
+        r#"{{"file_path":"{}","content":"v2: graphs in files\n"}}"#,
+        dir.path().join("RELEASE.md").display()
+    );
+    let server = ScriptedServer::start([
+        Reply::text("v2: graphs in files"),
+        Reply::tool_call("w1", "Write", &write),
+        Reply::text("Wrote the notes to RELEASE.md."),
+    ])
+    .await
+    .unwrap();
+
+    // The first run drafts and stops at the question.
+    let out = output(release_run(&server, dir.path(), "Notes for v2"), "").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "stderr:\n{stderr}");
+    assert_eq!(stdout, "", "a step's answer is not the run's answer");
+    assert!(stderr.contains("step 0: draft"), "{stderr}");
+    assert!(
+        stderr.contains("v2: graphs in files"),
+        "the draft is shown: {stderr}"
+    );
+    assert!(
+        stderr.contains("approve asks: Write these notes to RELEASE.md? (yes/no)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--session-id s1 \"ANSWER\""), "{stderr}");
+    assert_eq!(server.requests().len(), 1);
+    assert!(!dir.path().join("RELEASE.md").exists());
+
+    // A later process answers; the graph goes on from its checkpoint, not from the start.
+    let out = output(release_run(&server, dir.path(), "yes"), "").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(
+        stdout, "Wrote the notes to RELEASE.md.\n",
+        "stderr:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("draft"),
+        "the draft is not redone: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("RELEASE.md")).unwrap(),
+        "v2: graphs in files\n"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "the writer was asked once");
+    // The model node offers the tools node's tools only, and sees the whole conversation.
+    assert_eq!(offered(&requests[1]), ["Write"]);
+    assert!(system(&requests[1]).starts_with("Write the approved notes"));
+    let contents: Vec<&str> = requests[1].messages()[1..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "Notes for v2",
+            "v2: graphs in files",
+            "Write these notes to RELEASE.md? (yes/no)",
+            "yes"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_no_ends_the_graph_and_a_graph_without_a_session_says_how_to_answer() {
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("draft one"), Reply::text("draft two")])
+        .await
+        .unwrap();
+    let out = output(release_run(&server, dir.path(), "Notes"), "").await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = output(release_run(&server, dir.path(), "no"), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "no model node ran after a no");
+    assert!(!dir.path().join("RELEASE.md").exists());
+
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "Notes", "--agents"])
+        .arg(release_file())
+        .arg("--dir")
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("run it with --session FILE"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graph_s_tools_node_runs_only_its_own_tools_and_a_graph_can_be_an_agent_tool() {
+    let dir = project();
+    let file = dir.path().join("graph.yaml");
+    std::fs::write(
+        &file,
+        "root: boss\n\
+         agents:\n  - name: boss\n    agent_tools: [reader]\n\
+         graphs:\n  - name: reader\n    description: Reads files\n    nodes:\n\
+         \x20     - { name: think, kind: model, instruction: Read., tools_node: act }\n\
+         \x20     - { name: act, kind: tools, tools: [Read], parallel: true }\n    edges:\n\
+         \x20     - { from: START, to: think }\n\
+         \x20     - { from: think, when: tool_calls, to: act }\n\
+         \x20     - { from: act, to: think }\n",
+    )
+    .unwrap();
+    let bash = r#"{"command":"touch pwned"}"#;
+    let server = ScriptedServer::start([
+        Reply::tool_call("b1", "reader", r#"{"request":"notes.txt"}"#),
+        Reply::tool_calls([
+            ("r1", "Read", read_file(dir.path(), "notes.txt").as_str()),
+            ("x1", "Bash", bash),
+        ]),
+        Reply::text("alpha and beta"),
+        Reply::text("The notes say alpha and beta."),
+    ])
+    .await
+    .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .args(["run", "What is in notes.txt?", "--agents"])
+        .arg(&file)
+        .args(["--approval", "never", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(
+        stdout, "The notes say alpha and beta.\n",
+        "stderr:\n{stderr}"
+    );
+    let requests = server.requests();
+    assert_eq!(offered(&requests[0]), ["reader"]);
+    assert_eq!(offered(&requests[1]), ["Read"]);
+    let results = tool_contents(&requests[2]);
+    assert!(results[0].contains("alpha"), "{results:?}");
+    assert!(
+        results[1].contains("Bash"),
+        "a tool the node does not run is refused: {results:?}"
+    );
+    assert!(!dir.path().join("pwned").exists(), "Bash never ran");
+    assert_eq!(tool_contents(&requests[3]), ["alpha and beta"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_mistake_in_a_graph_is_named_before_the_model_is_asked() {
+    let graph = |nodes: &str, edges: &str| {
+        format!("[[graphs]]\nname = \"g\"\nnodes = [{nodes}]\nedges = [{edges}]\n")
+    };
+    let model = "{ name = \"m\", kind = \"model\" }";
+    let start = "{ from = \"START\", to = \"m\" }, { from = \"m\", to = \"END\" }";
+    let cases = [
+        (
+            graph(
+                "{ name = \"m\", kind = \"model\", tools = [\"Read\"] }",
+                start,
+            ),
+            vec!["node \"m\" is a Model node, which takes no tools"],
+        ),
+        (
+            graph(
+                "{ name = \"m\", kind = \"agent\", agent = \"ghost\" }",
+                start,
+            ),
+            vec!["node \"m\": agent names no agent: \"ghost\""],
+        ),
+        (
+            graph(
+                "{ name = \"m\", kind = \"tools\", tools = [\"Raed\"] }",
+                start,
+            ),
+            vec!["node \"m\": tools: no tool is named \"Raed\""],
+        ),
+        (
+            graph(
+                "{ name = \"m\", kind = \"model\", tools_node = \"m\" }",
+                start,
+            ),
+            vec!["tools_node names no tools node of this graph: \"m\""],
+        ),
+        (
+            graph(
+                &format!("{model}, {{ name = \"lost\", kind = \"model\" }}"),
+                start,
+            ),
+            vec!["graph g:", "lost is unreachable from START"],
+        ),
+        (
+            graph(
+                model,
+                "{ from = \"START\", to = \"m\" }, { from = \"m\", to = \"nowhere\" }",
+            ),
+            vec!["nowhere, which is not a node"],
+        ),
+        (
+            graph(
+                model,
+                "{ from = \"START\", to = \"m\" }, { from = \"m\", to = \"END\", when = \"sometimes\" }",
+            ),
+            vec!["unknown variant `sometimes`"],
+        ),
+        (
+            format!(
+                "[[agents]]\nname = \"a\"\nagent_tools = [\"g\"]\n{}",
+                graph(
+                    "{ name = \"n\", kind = \"agent\", agent = \"a\" }",
+                    "{ from = \"START\", to = \"n\" }, { from = \"n\", to = \"END\" }"
+                )
+            ),
+            vec!["cycle: a -> g -> a"],
+        ),
+        (
+            graph("{ name = \"q\", kind = \"ask\" }", start),
+            vec!["an ask node has a question"],
+        ),
+    ];
+    for (i, (contents, expected)) in cases.iter().enumerate() {
+        let name = format!("graph{i}.toml");
+        let (code, stderr) = refused(&name, contents, &[]).await;
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        for part in expected {
+            assert!(stderr.contains(part), "{name}: {part:?} not in:\n{stderr}");
+        }
+    }
 }

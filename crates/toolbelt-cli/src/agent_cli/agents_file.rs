@@ -25,6 +25,12 @@
 //! agent, a tool name or pattern that no tool set offers, and cycles among sub-agents and
 //! agent tools (named agent by agent: a file that could recurse without end is refused
 //! rather than left to the depth limit).
+//!
+//! A file may also define `[[graphs]]`: graph workflows whose nodes are model calls, tool
+//! runs, the file's agents and questions to a person (see [`graph`]). A graph is named
+//! like an agent: it can be the root, a sub-agent, an agent tool or another graph's node.
+
+mod graph;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -35,6 +41,7 @@ use serde::{Deserialize, Deserializer};
 use toolbelt::ToolFilter;
 use toolbelt::agent::framework::TRANSFER_TO_AGENT;
 use toolbelt::agent::{AgentTool, DynAgent, HistoryScope, InnerTextMode, LlmAgent};
+use toolbelt::core::RetryPolicy;
 use toolbelt::exec::Executor;
 use toolbelt::model::{DynModel, GenerationConfig};
 
@@ -48,16 +55,20 @@ pub struct Agents {
     /// The agent runs start with.
     root: String,
     specs: Vec<AgentSpec>,
+    graphs: Vec<graph::GraphSpec>,
 }
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AgentsFile {
-    /// The agent runs start with; the first agent when omitted.
+    /// The agent runs start with; the first agent (else the first graph) when omitted.
     #[serde(default)]
     root: Option<String>,
+    #[serde(default)]
     agents: Vec<AgentSpec>,
+    #[serde(default)]
+    graphs: Vec<graph::GraphSpec>,
 }
 
 /// One agent as written.
@@ -157,6 +168,8 @@ impl<'de> Deserialize<'de> for AgentToolEntry {
 pub struct BuildContext<'a> {
     /// The executor every agent's calls go through (approval, timeout, schedule).
     pub executor: Executor,
+    /// The same executor with a retry policy, for a graph's tools node that retries.
+    pub retrying_executor: &'a dyn Fn(RetryPolicy) -> Executor,
     /// The command's model, for agents that name none.
     pub model: DynModel,
     /// The model of another name on the same server.
@@ -198,21 +211,33 @@ pub fn load(path: &Path) -> Result<Agents, CliError> {
 /// The structural checks of [`load`].
 fn check(path: String, file: AgentsFile) -> Result<Agents, CliError> {
     let fail = |message: String| CliError::usage(format!("--agents {path}: {message}"));
-    let Some(first) = file.agents.first() else {
-        return Err(fail("the file defines no agents".to_string()));
+    let first = file
+        .agents
+        .first()
+        .map(|a| &a.name)
+        .or_else(|| file.graphs.first().map(|g| &g.name));
+    let Some(first) = first else {
+        return Err(fail("the file defines no agents and no graphs".to_string()));
     };
-    let root = file.root.clone().unwrap_or_else(|| first.name.clone());
+    let root = file.root.clone().unwrap_or_else(|| first.clone());
+    // Agents and graphs share one namespace: each can stand where the other does.
+    let names: Vec<&str> = file
+        .agents
+        .iter()
+        .map(|a| a.name.as_str())
+        .chain(file.graphs.iter().map(|g| g.name.as_str()))
+        .collect();
     let mut index = HashMap::new();
-    for (i, spec) in file.agents.iter().enumerate() {
-        if spec.name.trim().is_empty() {
-            return Err(fail(format!("agent {} has an empty name", i + 1)));
+    for (i, name) in names.iter().enumerate() {
+        if name.trim().is_empty() {
+            return Err(fail(format!("agent or graph {} has an empty name", i + 1)));
         }
-        if index.insert(spec.name.as_str(), i).is_some() {
-            return Err(fail(format!("two agents are named {:?}", spec.name)));
+        if index.insert(*name, i).is_some() {
+            return Err(fail(format!("two agents or graphs are named {name:?}")));
         }
     }
     if !index.contains_key(root.as_str()) {
-        return Err(fail(format!("root names no agent: {root:?}")));
+        return Err(fail(format!("root names no agent or graph: {root:?}")));
     }
     for spec in &file.agents {
         let mut seen = BTreeSet::new();
@@ -231,9 +256,20 @@ fn check(path: String, file: AgentsFile) -> Result<Agents, CliError> {
             }
         }
     }
-    if let Some(cycle) = find_cycle(&file.agents, &index) {
+    for spec in &file.graphs {
+        spec.check(|name| index.contains_key(name)).map_err(fail)?;
+    }
+    let targets: Vec<Vec<usize>> = file
+        .agents
+        .iter()
+        .map(|s| s.edges().map(|(_, t)| t).collect::<Vec<_>>())
+        .chain(file.graphs.iter().map(|g| g.references().collect()))
+        .map(|refs| refs.iter().filter_map(|t| index.get(t).copied()).collect())
+        .collect();
+    if let Some(cycle) = find_cycle(&names, &targets) {
         return Err(fail(format!(
-            "agents call each other in a cycle: {} (through sub_agents and agent_tools)",
+            "agents call each other in a cycle: {} (through sub_agents, agent_tools and graph \
+             nodes)",
             cycle.join(" -> ")
         )));
     }
@@ -241,6 +277,7 @@ fn check(path: String, file: AgentsFile) -> Result<Agents, CliError> {
         path,
         root,
         specs: file.agents,
+        graphs: file.graphs,
     })
 }
 
@@ -256,25 +293,18 @@ impl AgentSpec {
     }
 }
 
-/// A cycle among the agents' references, as the names along it (the first repeated last),
-/// or `None`. Iterative depth-first search: a long chain in a file cannot overflow the stack.
-fn find_cycle(specs: &[AgentSpec], index: &HashMap<&str, usize>) -> Option<Vec<String>> {
+/// A cycle among the references (`targets[i]`: the units unit `i` names), as the names along
+/// it (the first repeated last), or `None`. Iterative depth-first search: a long chain in a
+/// file cannot overflow the stack.
+fn find_cycle(names: &[&str], targets: &[Vec<usize>]) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
         OnPath,
         Done,
     }
-    let targets: Vec<Vec<usize>> = specs
-        .iter()
-        .map(|s| {
-            s.edges()
-                .filter_map(|(_, t)| index.get(t).copied())
-                .collect()
-        })
-        .collect();
-    let mut marks = vec![Mark::New; specs.len()];
-    for start in 0..specs.len() {
+    let mut marks = vec![Mark::New; names.len()];
+    for start in 0..names.len() {
         if marks[start] != Mark::New {
             continue;
         }
@@ -291,12 +321,12 @@ fn find_cycle(specs: &[AgentSpec], index: &HashMap<&str, usize>) -> Option<Vec<S
             match marks[target] {
                 Mark::OnPath => {
                     let from = path.iter().position(|&(n, _)| n == target).unwrap_or(0);
-                    let mut names: Vec<String> = path[from..]
+                    let mut cycle: Vec<String> = path[from..]
                         .iter()
-                        .map(|&(n, _)| specs[n].name.clone())
+                        .map(|&(n, _)| names[n].to_string())
                         .collect();
-                    names.push(specs[target].name.clone());
-                    return Some(names);
+                    cycle.push(names[target].to_string());
+                    return Some(cycle);
                 }
                 Mark::New => {
                     marks[target] = Mark::OnPath;
@@ -354,9 +384,9 @@ impl Agents {
     /// tool of the agent using it).
     pub fn build(&self, cx: &BuildContext<'_>) -> Result<DynAgent, CliError> {
         let mut built: HashMap<&str, DynAgent> = HashMap::new();
-        // Children first: `check` refused cycles, so repeatedly building the agents whose
-        // references are all built finishes.
-        while built.len() < self.specs.len() {
+        // Children first: `check` refused cycles, so repeatedly building the agents and
+        // graphs whose references are all built finishes.
+        while built.len() < self.specs.len() + self.graphs.len() {
             let before = built.len();
             for spec in &self.specs {
                 if built.contains_key(spec.name.as_str())
@@ -366,6 +396,15 @@ impl Agents {
                 }
                 let agent = self.build_one(spec, &built, cx)?;
                 built.insert(&spec.name, agent);
+            }
+            for spec in &self.graphs {
+                if built.contains_key(spec.name.as_str())
+                    || spec.references().any(|t| !built.contains_key(t))
+                {
+                    continue;
+                }
+                let graph = spec.build(&built, cx).map_err(|e| self.fail(e))?;
+                built.insert(&spec.name, graph);
             }
             if built.len() == before {
                 return Err(self.fail("the agents' references could not be resolved".into()));

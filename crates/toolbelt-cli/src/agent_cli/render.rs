@@ -55,6 +55,8 @@ pub struct RunSummary {
     pub awaiting: Vec<String>,
     /// The long-running calls whose result the run waits for (their ids).
     pub running_long: Vec<String>,
+    /// A graph node that asked a person: its name and question (as text).
+    pub interrupted: Option<(String, String)>,
 }
 
 /// Where a turn's text is shown while it streams.
@@ -87,6 +89,9 @@ pub struct Renderer {
     child_calls: Vec<(String, String)>,
     /// Whether the current turn's text was shown while it streamed.
     shown_live: bool,
+    /// How many graph nodes have started and not ended: a model's answer inside a node is
+    /// a step of the workflow (shown on stderr), not the run's answer.
+    open_nodes: usize,
     stdout_at_line_start: bool,
     stderr_at_line_start: bool,
 }
@@ -110,6 +115,7 @@ impl Renderer {
             calls: Vec::new(),
             child_calls: Vec::new(),
             shown_live: false,
+            open_nodes: 0,
             stdout_at_line_start: true,
             stderr_at_line_start: true,
         }
@@ -152,6 +158,14 @@ impl Renderer {
         }
         if let EventKind::ToolPending { call_id, .. } = &event.kind {
             summary.running_long.push(call_id.clone());
+        }
+        if let EventKind::Interrupted { node, question } = &event.kind {
+            summary.interrupted = Some((node.clone(), question_text(question)));
+        }
+        match &event.kind {
+            EventKind::NodeStarted { .. } => self.open_nodes += 1,
+            EventKind::NodeEnded { .. } => self.open_nodes = self.open_nodes.saturating_sub(1),
+            _ => {}
         }
         if let EventKind::Warning { message } = &event.kind {
             self.end_stderr_line();
@@ -198,6 +212,7 @@ impl Renderer {
                     self.spinner.hide();
                 }
                 match self.live {
+                    Live::Stdout if self.open_nodes > 0 => self.write_stderr(&delta.content),
                     Live::Stdout => self.write_stdout(&delta.content),
                     Live::Stderr => self.write_stderr(&delta.content),
                     Live::Off => return,
@@ -251,6 +266,21 @@ impl Renderer {
                     toolbelt::visible(&short_args(status)),
                 ));
             }
+            EventKind::NodeStarted { node, step } => {
+                self.end_lines();
+                self.spinner.println(&format!(
+                    "toolbelt: step {step}: {}",
+                    toolbelt::visible(node)
+                ));
+            }
+            EventKind::Interrupted { node, question } => {
+                self.end_lines();
+                self.spinner.println(&format!(
+                    "toolbelt: {} asks: {}",
+                    toolbelt::visible(node),
+                    toolbelt::visible(&question_text(question))
+                ));
+            }
             EventKind::PendingToolCalls { calls } => {
                 let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
                 self.spinner.println(&format!(
@@ -267,10 +297,10 @@ impl Renderer {
     /// the calls it makes start running.
     fn model_response(&mut self, message: &Message) {
         self.spinner.hide();
-        let answer = message.tool_calls.is_empty();
+        let answer = message.tool_calls.is_empty() && self.open_nodes == 0;
         let text = message.content.as_str();
         match (self.shown_live, self.live) {
-            (true, Live::Stdout) => self.end_stdout_line(),
+            (true, Live::Stdout) if self.open_nodes == 0 => self.end_stdout_line(),
             (true, _) => {
                 self.end_stderr_line();
                 if answer {
@@ -577,6 +607,14 @@ fn retry_label(notice: &RetryNotice<'_>) -> String {
         notice.attempt,
         notice.max_attempts.saturating_sub(1)
     )
+}
+
+/// A graph node's question as text: a string as it is, anything else as JSON.
+fn question_text(question: &serde_json::Value) -> String {
+    match question {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
