@@ -254,3 +254,34 @@ async fn a_paused_run_is_decided_with_the_pages_buttons_and_resumes_in_chromium(
     let told = crate::run_support::tool_contents(&server.requests()[1]);
     assert!(told[1].contains("The user says: not that one"), "{told:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graph_run_draws_its_path_and_its_question_is_answered_from_the_chat_box_in_chromium() {
+    let dir = project();
+    let file = session_file(&dir);
+    let d = dir.path();
+    let agents = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/release.toml");
+    let agents = agents.to_str().unwrap();
+    let write = format!(
+        r#"{{"file_path":"{}","content":"v2 notes\n"}}"#,
+        path_arg(d, "RELEASE.md")
+    );
+    let server = ScriptedServer::start([
+        Reply::text("v2 notes <img src=x onerror=window.__pwned=6>"),
+        Reply::tool_call("call_w", "Write", &write),
+        Reply::text("Wrote RELEASE.md."),
+    ])
+    .await
+    .unwrap();
+    // Another process runs the graph to its question (exit 3: waiting for the answer).
+    let (code, stderr) =
+        run_in_session(&server, d, &file, "Notes for v2", &["--agents", agents]).await;
+    assert_eq!(code, Some(3), "{stderr}");
+    let ui = Ui::start(&server, d, &file, &["--agents", agents]);
+    browse(&ui, "graph", async || {}).await;
+    assert_eq!(
+        std::fs::read_to_string(d.join("RELEASE.md")).unwrap(),
+        "v2 notes\n"
+    );
+    assert_eq!(server.remaining(), 0, "every scripted reply was used");
+}

@@ -123,7 +123,18 @@ function runsOf(s) {
   for (const run of runs.values()) {
     for (const inv of run.invocations.values()) if (!inv.author) inv.author = 'user';
   }
-  return [...runs.values()];
+  // A run shows the text streaming in its own invocations; text of an invocation no stored
+  // event names yet belongs to the newest run. (The session's live text is one map.)
+  const all = [...runs.values()];
+  const known = new Set(all.flatMap((run) => [...run.invocations.keys()]));
+  all.forEach((run, i) => {
+    const text = new Map();
+    for (const [inv, t] of s.live.text) {
+      if (run.invocations.has(inv) || (!known.has(inv) && i === all.length - 1)) text.set(inv, t);
+    }
+    run.live = { text, tools: s.live.tools };
+  });
+  return all;
 }
 
 function drawMain() {

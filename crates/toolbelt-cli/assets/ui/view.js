@@ -193,6 +193,43 @@ function tree(run) {
   return list(null, 0);
 }
 
+/**
+ * A graph run's path: each node in the order it started, with its super-step and how it
+ * went (running, ended, asking a person, failed); null for a run of no graph.
+ */
+function graphPath(events) {
+  const steps = [];
+  const at = new Map();
+  for (const e of events) {
+    const key = `${e.step}\u0000${e.node}`;
+    if (e.type === 'node_started') {
+      at.set(key, steps.length);
+      steps.push({ node: e.node, step: e.step, state: 'running' });
+    } else if (e.type === 'node_ended' && at.has(key)) {
+      steps[at.get(key)].state = 'ok';
+    } else if (e.type === 'interrupted') {
+      const asking = steps.findLast((s) => s.node === e.node && s.state === 'running');
+      if (asking) asking.state = 'asking';
+    } else if (e.type === 'error') {
+      for (const s of steps) if (s.state === 'running') s.state = 'error';
+    }
+  }
+  if (steps.length === 0) return null;
+  const labels = { running: 'running…', ok: 'ended', asking: 'asks a person', error: 'failed' };
+  return el(
+    'ol',
+    { class: 'graph-path' },
+    steps.map((s) =>
+      el(
+        'li',
+        { class: `graph-node ${s.state}`, data: { node: s.node, step: String(s.step), state: s.state }, title: `step ${s.step}: ${s.node} ${labels[s.state]}` },
+        el('span', { class: 'step' }, String(s.step)),
+        el('span', { class: 'node-name' }, s.node),
+      ),
+    ),
+  );
+}
+
 /** Bars for each model and tool call on one time axis. */
 function timeline(spans) {
   if (spans.length === 0) return null;
@@ -282,6 +319,8 @@ export function runView(run, session = {}) {
   );
   const invTree = tree(run);
   if (invTree && run.invocations.size > 1) section.append(details(`tree:${run.root}`, 'invocations', invTree, true));
+  const path = graphPath(run.events);
+  if (path) section.append(details(`graph:${run.root}`, 'graph path', path, true));
 
   // Cards in event order; a model call's tool cards follow it and fill in as results come.
   const cards = el('div', { class: 'cards' });
@@ -371,6 +410,19 @@ export function runView(run, session = {}) {
           ),
         );
         break;
+      case 'interrupted': {
+        const question = typeof e.question === 'string' ? e.question : JSON.stringify(e.question);
+        cards.append(
+          el(
+            'section',
+            { class: 'card asking', data: { node: e.node } },
+            el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'question'), el('span', { class: 'tool-name' }, e.node), el('span', { class: 'badge running' }, 'awaits your answer')),
+            pre(question, 'text'),
+            el('p', { class: 'note' }, 'your next message in this session is the answer'),
+          ),
+        );
+        break;
+      }
       case 'warning':
         cards.append(el('section', { class: 'card warning' }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'warning')), pre(e.message, 'text')));
         break;

@@ -60,6 +60,8 @@ try {
     await planPanel(page);
   } else if (process.env.SCENARIO === 'approval') {
     await approvalButtons(page);
+  } else if (process.env.SCENARIO === 'graph') {
+    await graphRun(page);
   } else {
     await liveRunAndChat(page);
   }
@@ -136,6 +138,42 @@ async function approvalButtons(page) {
   const refused = page.locator('.card.tool.error[data-tool="Write"]');
   check((await refused.locator('.tool-error').textContent()).includes('not that one'), 'the denial lacks its reason');
   await page.locator('.card.model', { hasText: 'One written, one refused.' }).waitFor();
+}
+
+/** The nodes of a `.graph-path` as [node, state] pairs. */
+async function pathOf(path) {
+  return path.locator('.graph-node').evaluateAll((nodes) => nodes.map((n) => [n.dataset.node, n.dataset.state]));
+}
+
+/**
+ * A graph run (another process's) that stopped at a question: its path shows the drafting
+ * step ended and the asking one waiting; the answer typed in the chat box resumes it, and
+ * the second run's path shows the rest of the workflow.
+ */
+async function graphRun(page) {
+  await page.locator('.session').first().click();
+  const first = page.locator('.graph-path').first();
+  await first.waitFor();
+  const before = await pathOf(first);
+  check(JSON.stringify(before) === JSON.stringify([['draft', 'ok'], ['approve', 'asking']]), `the first run's path: ${JSON.stringify(before)}`);
+  const question = page.locator('.card.asking');
+  check((await question.count()) === 1, 'the question is not shown');
+  check((await question.locator('pre').textContent()).includes('Write these notes to RELEASE.md?'), 'the question text');
+  check((await page.locator('img[src="x"]').count()) === 0, 'markup in the draft became an element');
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-graph.png') });
+  }
+  await page.fill('#message', 'yes');
+  await page.press('#message', 'Enter');
+  await page.locator('.card.model:not(.streaming)', { hasText: 'Wrote RELEASE.md.' }).first().waitFor();
+  check((await page.locator('.card.model.streaming').count()) <= 1, 'streaming text is shown in more than one run');
+  await page.waitForFunction(() => document.querySelectorAll('.run-head .badge.ok').length === 2);
+  const paths = page.locator('.graph-path');
+  check((await paths.count()) === 2, `expected a path per run, got ${await paths.count()}`);
+  const after = await pathOf(paths.nth(1));
+  const expected = [['approve', 'ok'], ['publish', 'ok'], ['tools', 'ok'], ['publish', 'ok']];
+  check(JSON.stringify(after) === JSON.stringify(expected), `the resumed run's path: ${JSON.stringify(after)}`);
+  check((await page.evaluate(() => window.__pwned)) === undefined, 'markup from the model ran');
 }
 
 /** A stored run whose root agent handed over to a sub-agent: one run, a nested tree. */
