@@ -8,6 +8,7 @@ mod approval;
 mod artifacts;
 pub(crate) mod extensions;
 mod hooks;
+pub use hooks::MAX_STOP_ROUNDS;
 pub(crate) mod permissions;
 mod render;
 pub(crate) mod tool_search;
@@ -729,11 +730,6 @@ impl AgentSession {
             tool_filter: args.tool_filter(),
             hooks,
         })
-    }
-
-    /// Starts a run of `input` in another session of the same store (the web UI's chat box).
-    pub fn start_in(&self, session_id: &str, input: &str) -> EventStream {
-        self.runner.run(USER, session_id, input, self.options())
     }
 
     /// Starts a run of `input` in `session_id` applying a person's `decisions` on its

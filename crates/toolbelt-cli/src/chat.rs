@@ -13,9 +13,11 @@ use std::io::{IsTerminal, Write};
 
 use clap::Args;
 
+use toolbelt::agent::RunInput;
+
 use crate::agent_cli::{
-    APP, AgentArgs, AgentSession, Format, Renderer, RunEnd, Spinner, USER, approval_from,
-    model_from, new_session_id, shared_stdin, stop_signal, watch_run,
+    APP, AgentArgs, AgentSession, Format, MAX_STOP_ROUNDS, Renderer, RunEnd, Spinner, USER,
+    approval_from, model_from, new_session_id, shared_stdin, stop_signal, watch_run,
 };
 use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
@@ -77,11 +79,34 @@ pub async fn run(args: ChatArgs) -> Outcome {
                 Next::Leave => break,
             }
         }
+        let sent = match session.prompt_hooks(&session_id, text).await {
+            Ok(sent) => sent,
+            Err(why) => {
+                // A hook's own words (its stderr) may hold anything: escaped.
+                eprintln!(
+                    "toolbelt: the prompt was not sent: {}",
+                    toolbelt::visible(&why)
+                );
+                continue;
+            }
+        };
         let mut renderer = Renderer::new(spinner.clone(), Format::Human);
-        // A signal during an answer stops that answer only.
-        let events = session.start_in(&session_id, text);
-        if let RunEnd::Completed(summary) = watch_run(&mut renderer, events).await {
+        let mut input = RunInput::from(sent);
+        // A Stop hook may send the agent on, a bounded number of times per prompt.
+        for round in 0..=MAX_STOP_ROUNDS {
+            // A signal during an answer stops that answer only.
+            let events = session.start_with(&session_id, input, Default::default());
+            let RunEnd::Completed(summary) = watch_run(&mut renderer, events).await else {
+                break;
+            };
             failed |= summary.failed;
+            if summary.failed || summary.paused() || round == MAX_STOP_ROUNDS {
+                break;
+            }
+            let Some(reason) = session.stop_hooks(&session_id, round > 0).await else {
+                break;
+            };
+            input = RunInput::from(reason);
         }
     }
     // The resume hint names the session the chat ended in.

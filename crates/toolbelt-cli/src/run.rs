@@ -24,8 +24,8 @@ use toolbelt::agent::{Decision, RunInput};
 use toolbelt::model::Message;
 
 use crate::agent_cli::{
-    AgentArgs, AgentSession, Format, Renderer, RunEnd, RunSummary, Spinner, approval_from,
-    model_from, shared_stdin, stored_events, watch_run,
+    AgentArgs, AgentSession, Format, MAX_STOP_ROUNDS, Renderer, RunEnd, RunSummary, Spinner,
+    approval_from, model_from, shared_stdin, stored_events, watch_run,
 };
 use crate::common::{CliError, EXIT_AWAITING_APPROVAL, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
@@ -102,45 +102,6 @@ impl RunArgs {
             )?;
         }
         Ok(decisions)
-    }
-}
-
-/// How many times Stop hooks may send the agent on in one `toolbelt run`.
-const MAX_STOP_ROUNDS: usize = 8;
-
-/// The `UserPromptSubmit` hooks' context for `prompt`, or why it must not be sent.
-async fn prompt_hooks(session: &AgentSession, prompt: &str) -> Result<Vec<String>, String> {
-    use toolbelt_ext::PromptCheck;
-    let Some(hooks) = session.hooks.as_ref().filter(|h| h.checks_prompts()) else {
-        return Ok(Vec::new());
-    };
-    match hooks
-        .user_prompt_submit(prompt, &session.session_id)
-        .await?
-    {
-        PromptCheck::Send { context } => Ok(context),
-        PromptCheck::Block(why) => Err(format!("a UserPromptSubmit hook refused it: {why}")),
-    }
-}
-
-/// What a `Stop` hook sends the agent on with, if it does (a failing hook is reported and
-/// lets the run end).
-async fn stop_hooks(session: &AgentSession, active: bool) -> Option<String> {
-    use toolbelt_ext::StopCheck;
-    let hooks = session.hooks.as_ref().filter(|h| h.checks_stops())?;
-    match hooks.stop(&session.session_id, active).await {
-        Ok(StopCheck::Stop) => None,
-        Ok(StopCheck::Continue(reason)) => {
-            eprintln!(
-                "toolbelt: a Stop hook sends the agent on: {}",
-                toolbelt::visible(&reason)
-            );
-            Some(reason)
-        }
-        Err(why) => {
-            eprintln!("toolbelt: warning: {}", toolbelt::visible(&why));
-            None
-        }
     }
 }
 
@@ -280,11 +241,8 @@ pub async fn run(args: RunArgs) -> Outcome {
     let approval = approval_from(&shared_stdin(), &spinner).filter(|_| !pauses);
     let session = AgentSession::open(&args.agent, model, approval, &spinner).await?;
     if let Some(prompt) = input {
-        match prompt_hooks(&session, &prompt).await {
-            Ok(context) => {
-                messages.push(Message::user(prompt));
-                messages.extend(context.into_iter().map(Message::user));
-            }
+        match session.prompt_hooks(&session.session_id, &prompt).await {
+            Ok(sent) => messages.extend(sent),
             Err(why) => {
                 // A hook's own words (its stderr) may hold anything: escaped.
                 eprintln!(
@@ -309,13 +267,10 @@ pub async fn run(args: RunArgs) -> Outcome {
         let RunEnd::Completed(summary) = &end else {
             break;
         };
-        let paused = !summary.awaiting.is_empty()
-            || !summary.running_long.is_empty()
-            || summary.interrupted.is_some();
-        if summary.failed || paused {
+        if summary.failed || summary.paused() {
             break;
         }
-        let Some(reason) = stop_hooks(&session, round > 0).await else {
+        let Some(reason) = session.stop_hooks(&session.session_id, round > 0).await else {
             break;
         };
         let input = RunInput::from(reason);

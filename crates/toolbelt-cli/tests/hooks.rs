@@ -165,3 +165,58 @@ async fn a_stop_hook_sends_the_agent_on_once_and_then_lets_it_end() {
     assert_eq!(last["content"], "run the tests first");
     assert!(text(&out.stdout).contains("Tests pass."));
 }
+
+/// A `UserPromptSubmit` hook refusing prompts that mention a secret and adding a line of
+/// context to the others, and a `Stop` hook sending the agent on once.
+const PROMPT_AND_STOP: &str = r#"{"hooks": {
+    "UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "if grep -q secret; then echo 'no secrets in prompts' >&2; exit 2; fi"},
+        {"type": "command", "command": "echo 'The release is on Friday.'"}]}],
+    "Stop": [{"hooks": [{"type": "command",
+        "command": "if grep -q '\"stop_hook_active\":false'; then echo 'run the tests first' >&2; exit 2; fi"}]}]}}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_runs_the_prompt_and_stop_hooks_on_each_line() {
+    let config = user_settings(PROMPT_AND_STOP);
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text("Noted."), Reply::text("Tests pass.")])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command
+        .env("XDG_CONFIG_HOME", config.path())
+        .args(["chat", "--dir"])
+        .arg(dir.path());
+    let out = output(command, "here is my secret\nwhen do we ship?\n").await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the prompt was not sent: a UserPromptSubmit hook refused it: no secrets in prompts"
+        ),
+        "{stderr}"
+    );
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the refused line never reached the model"
+    );
+    let users: Vec<&str> = requests[0]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["when do we ship?", "The release is on Friday."]);
+    assert!(
+        stderr.contains("a Stop hook sends the agent on: run the tests first"),
+        "{stderr}"
+    );
+    let last = requests[1].messages().last().cloned().unwrap();
+    assert_eq!(last["content"], "run the tests first");
+    assert!(
+        stdout.contains("Noted.") && stdout.contains("Tests pass."),
+        "{stdout}"
+    );
+}

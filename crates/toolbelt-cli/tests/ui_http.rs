@@ -425,3 +425,64 @@ async fn serve_ui_lists_each_mcp_call_with_its_result() {
     drop(stdin);
     assert_eq!(ui.stop(), Some(0), "{}", ui.stderr());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_chat_endpoint_runs_the_prompt_and_stop_hooks() {
+    let dir = project();
+    let file = session_file(&dir);
+    std::fs::create_dir_all(dir.path().join(".toolbelt")).unwrap();
+    std::fs::write(
+        dir.path().join(".toolbelt/settings.json"),
+        r#"{"hooks": {
+            "UserPromptSubmit": [{"hooks": [{"type": "command",
+                "command": "if grep -q secret; then echo 'no <b>secrets</b> in prompts' >&2; exit 2; fi"}]}],
+            "Stop": [{"hooks": [{"type": "command",
+                "command": "if grep -q '\"stop_hook_active\":false'; then echo 'run the tests first' >&2; exit 2; fi"}]}]}}"#,
+    )
+    .unwrap();
+    let server = ScriptedServer::start([Reply::text("Done."), Reply::text("Tests pass.")])
+        .await
+        .unwrap();
+    let ui = Ui::start(&server, dir.path(), &file, &["--project-hooks"]);
+    let client = ui.client();
+    let refused = client
+        .post(ui.url("/api/runs"))
+        .json(&json!({"message": "my secret is 42", "session_id": "hooks-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 422);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body.to_string().contains("no <b>secrets</b> in prompts"),
+        "the hook's reason, as text for the page: {body}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "a refused prompt reached the model"
+    );
+
+    let started = client
+        .post(ui.url("/api/runs"))
+        .json(&json!({"message": "fix it", "session_id": "hooks-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 202);
+    let runs = toolbelt_testkit::eventually_await(
+        "the Stop hook's second run completing",
+        Duration::from_secs(60),
+        async || {
+            let body = ui
+                .get_json("/api/events?app=toolbelt&user=local&session=hooks-1")
+                .await;
+            let kinds = types(&body["events"]);
+            let completed = kinds.iter().filter(|k| *k == "run_completed").count();
+            (completed == 2).then_some(kinds)
+        },
+    )
+    .await;
+    assert_eq!(server.requests().len(), 2, "{runs:?}");
+    let last = server.requests()[1].messages().last().cloned().unwrap();
+    assert_eq!(last["content"], "run the tests first");
+}

@@ -52,3 +52,52 @@ pub fn hooks_from(
     }
     Ok(Some(hooks))
 }
+
+/// How many times Stop hooks may send the agent on after one prompt.
+pub const MAX_STOP_ROUNDS: usize = 8;
+
+impl super::AgentSession {
+    /// The `UserPromptSubmit` hooks' answer to `prompt` in `session_id`: the messages to
+    /// send (the prompt, then the context the hooks add), or why it must not be sent.
+    pub async fn prompt_hooks(
+        &self,
+        session_id: &str,
+        prompt: &str,
+    ) -> Result<Vec<toolbelt::model::Message>, String> {
+        use toolbelt::model::Message;
+        use toolbelt_ext::PromptCheck;
+        let mut messages = vec![Message::user(prompt)];
+        let Some(hooks) = self.hooks.as_ref().filter(|h| h.checks_prompts()) else {
+            return Ok(messages);
+        };
+        match hooks.user_prompt_submit(prompt, session_id).await? {
+            PromptCheck::Send { context } => {
+                messages.extend(context.into_iter().map(Message::user));
+                Ok(messages)
+            }
+            PromptCheck::Block(why) => Err(format!("a UserPromptSubmit hook refused it: {why}")),
+        }
+    }
+
+    /// What a `Stop` hook sends the agent on with in `session_id`, if it does; `active`
+    /// says a Stop hook already did after this prompt. A failing hook is reported on stderr
+    /// and lets the run end.
+    pub async fn stop_hooks(&self, session_id: &str, active: bool) -> Option<String> {
+        use toolbelt_ext::StopCheck;
+        let hooks = self.hooks.as_ref().filter(|h| h.checks_stops())?;
+        match hooks.stop(session_id, active).await {
+            Ok(StopCheck::Stop) => None,
+            Ok(StopCheck::Continue(reason)) => {
+                eprintln!(
+                    "toolbelt: a Stop hook sends the agent on: {}",
+                    toolbelt::visible(&reason)
+                );
+                Some(reason)
+            }
+            Err(why) => {
+                eprintln!("toolbelt: warning: {}", toolbelt::visible(&why));
+                None
+            }
+        }
+    }
+}

@@ -59,6 +59,14 @@ pub struct RunSummary {
     pub interrupted: Option<(String, String)>,
 }
 
+impl RunSummary {
+    /// Whether the run waits for something from outside: an approval, a long-running
+    /// call's result, or a graph node's answer.
+    pub fn paused(&self) -> bool {
+        !self.awaiting.is_empty() || !self.running_long.is_empty() || self.interrupted.is_some()
+    }
+}
+
 /// Where a turn's text is shown while it streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Live {

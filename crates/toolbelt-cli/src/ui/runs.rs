@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
-use toolbelt::agent::{Decision, RunInput};
+use toolbelt::agent::{Decision, EventKind, EventStream, RunInput};
 use toolbelt::mcp::server::CancellationToken;
 
 use super::feed::{FeedItem, Hub};
-use crate::agent_cli::AgentSession;
+use crate::agent_cli::{AgentSession, MAX_STOP_ROUNDS};
 
 /// How long runs may take to stop their tools when the UI shuts down.
 const WIND_DOWN: Duration = Duration::from_secs(10);
@@ -22,6 +22,17 @@ const WIND_DOWN: Duration = Duration::from_secs(10);
 pub(crate) enum StartError {
     /// A run of this session is still going.
     Busy,
+}
+
+/// How a run of the chat box ended, for the Stop hooks: only an answer may be sent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Answered,
+    /// It waits for an approval, a long-running call's result or a graph node's answer.
+    Paused,
+    Failed,
+    /// The UI is shutting down.
+    Stopped,
 }
 
 /// The agent and the runs it has going.
@@ -64,30 +75,23 @@ impl Runs {
                 return Err(StartError::Busy);
             }
         }
-        let mut events = self.session.start_with(&session_id, input, decisions);
         let this = self.clone();
         let id = session_id.clone();
         self.tasks.lock().await.spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    event = events.recv() => event,
-                    _ = this.stop.cancelled() => {
-                        // Stop the tools first; the run still ends with run_completed.
-                        events.cancel();
-                        let _ = tokio::time::timeout(WIND_DOWN, async {
-                            while events.recv().await.is_some() {}
-                        })
-                        .await;
-                        None
-                    }
-                };
-                let Some(event) = event else { break };
-                if is_live_only(&event) {
-                    this.hub.send(FeedItem::Live {
-                        session_id: id.clone(),
-                        event,
-                    });
+            let mut events = this.session.start_with(&id, input, decisions);
+            // A Stop hook may send the agent on after a run that ended of itself, a bounded
+            // number of times, as in `toolbelt run`.
+            for round in 0..=MAX_STOP_ROUNDS {
+                let ended = this.follow(&id, &mut events).await;
+                if ended != Ended::Answered || round == MAX_STOP_ROUNDS {
+                    break;
                 }
+                let Some(reason) = this.session.stop_hooks(&id, round > 0).await else {
+                    break;
+                };
+                events = this
+                    .session
+                    .start_with(&id, RunInput::from(reason), HashMap::new());
             }
             this.running
                 .lock()
@@ -96,6 +100,53 @@ impl Runs {
             this.hub.send(FeedItem::RunEnded { session_id: id });
         });
         Ok(session_id)
+    }
+
+    /// The messages a prompt sends in `session_id` once the `UserPromptSubmit` hooks let it
+    /// through (their context added), or why they refused it.
+    pub(crate) async fn prompt(
+        &self,
+        session_id: &str,
+        prompt: &str,
+    ) -> Result<Vec<toolbelt::model::Message>, String> {
+        self.session.prompt_hooks(session_id, prompt).await
+    }
+
+    /// Sends a run's live-only events to the page until it ends; how it ended.
+    async fn follow(&self, session_id: &str, events: &mut EventStream) -> Ended {
+        let mut ended = Ended::Answered;
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = self.stop.cancelled() => {
+                    // Stop the tools first; the run still ends with run_completed.
+                    events.cancel();
+                    let _ = tokio::time::timeout(WIND_DOWN, async {
+                        while events.recv().await.is_some() {}
+                    })
+                    .await;
+                    return Ended::Stopped;
+                }
+            };
+            let Some(event) = event else { return ended };
+            match &event.kind {
+                EventKind::Error { .. } => ended = Ended::Failed,
+                EventKind::ApprovalRequested { .. }
+                | EventKind::ToolPending { .. }
+                | EventKind::Interrupted { .. }
+                    if ended == Ended::Answered =>
+                {
+                    ended = Ended::Paused;
+                }
+                _ => {}
+            }
+            if is_live_only(&event) {
+                self.hub.send(FeedItem::Live {
+                    session_id: session_id.to_string(),
+                    event,
+                });
+            }
+        }
     }
 
     /// Waits for the runs to stop (after the stop token was cancelled), then closes the tool

@@ -372,8 +372,16 @@ async fn start_run(
             ),
         );
     }
-    let input = toolbelt::agent::RunInput::from(start.message);
-    started(runs.start(session_id, input, Default::default()).await)
+    let session_id = session_id.unwrap_or_else(crate::agent_cli::new_session_id);
+    let input = match runs.prompt(&session_id, &start.message).await {
+        Ok(messages) => toolbelt::agent::RunInput::from(messages),
+        // The hook's own words are shown by the page as text.
+        Err(why) => return error(StatusCode::UNPROCESSABLE_ENTITY, why),
+    };
+    started(
+        runs.start(Some(session_id), input, Default::default())
+            .await,
+    )
 }
 
 /// The answer to a request that started a run.
