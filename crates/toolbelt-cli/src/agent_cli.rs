@@ -530,7 +530,7 @@ pub fn approval_from(stdin: &SharedStdin, spinner: &Spinner) -> Option<Approval>
 /// What decides a run's calls: the permission rules, and who is asked when they ask.
 #[derive(Clone)]
 struct Permit {
-    rules: Arc<toolbelt::builtin::permission::PermissionRules>,
+    rules: Arc<permissions::LiveRules>,
     approver: Option<Arc<dyn toolbelt::exec::Approver>>,
     /// The settings files' command hooks.
     hooks: Option<toolbelt_ext::CommandHooks>,
@@ -612,6 +612,8 @@ pub struct AgentSession {
     pub hooks: Option<toolbelt_ext::CommandHooks>,
     /// `--tools` / `--exclude-tools`, applied to every run.
     tool_filter: Option<ToolFilter>,
+    /// The permission rules every call is checked with; a person may add to them.
+    pub rules: Arc<permissions::LiveRules>,
 }
 
 impl AgentSession {
@@ -631,8 +633,8 @@ impl AgentSession {
             .as_ref()
             .map(|agents| agents.delegations())
             .unwrap_or_default();
-        let rules =
-            permissions::rules_from(args, &canonical_dir(&args.sources.dir)?, &delegations)?;
+        let dir = canonical_dir(&args.sources.dir)?;
+        let rules = permissions::rules_from(args, &dir, &delegations)?;
         let approver = approval.map(|a| Arc::new(a) as Arc<dyn toolbelt::exec::Approver>);
         let hooks = hooks::hooks_from(
             &canonical_dir(&args.sources.dir)?,
@@ -643,8 +645,9 @@ impl AgentSession {
         // Indexed before anything is opened: a failure leaves nothing to close.
         let knowledge = args.knowledge.plugin(&args.sources.dir, progress).await?;
         let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?;
+        let rules = Arc::new(permissions::LiveRules::new(rules, &dir));
         let permit = Permit {
-            rules: Arc::new(rules),
+            rules: rules.clone(),
             approver,
             hooks: hooks.clone(),
         };
@@ -728,6 +731,7 @@ impl AgentSession {
             extensions,
             session_id: session_id(args),
             tool_filter: args.tool_filter(),
+            rules,
             hooks,
         })
     }

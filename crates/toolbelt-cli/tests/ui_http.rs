@@ -486,3 +486,94 @@ async fn the_chat_endpoint_runs_the_prompt_and_stop_hooks() {
     let last = server.requests()[1].messages().last().cloned().unwrap();
     assert_eq!(last["content"], "run the tests first");
 }
+
+/// The events of `session` once its runs completed `runs` times.
+async fn completed_runs(ui: &Ui, session: &str, runs: usize) -> Vec<String> {
+    let path = format!("/api/events?app=toolbelt&user=local&session={session}");
+    toolbelt_testkit::eventually_await(
+        format!("{runs} completed runs of {session}"),
+        Duration::from_secs(60),
+        async || {
+            let kinds = types(&ui.get_json(&path).await["events"]);
+            let completed = kinds.iter().filter(|k| *k == "run_completed").count();
+            (completed >= runs).then_some(kinds)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn always_approves_a_paused_call_and_allows_its_kind_from_then_on() {
+    let dir = project();
+    let file = session_file(&dir);
+    let d = dir.path();
+    let write = |content: &str| {
+        json!({"file_path": path_arg(d, "out.txt"), "content": content}).to_string()
+    };
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_a", "Write", &write("one")),
+        Reply::text("Wrote it."),
+        // The next run, in a new session: the same kind of call is not asked about.
+        Reply::tool_call("call_b", "Write", &write("two")),
+        Reply::text("Wrote it again."),
+    ])
+    .await
+    .unwrap();
+    let (code, stderr) = ui_support::run_asking_in_session(
+        &server,
+        d,
+        &file,
+        "Write out.txt",
+        &["--session-id", "s1"],
+    )
+    .await;
+    assert_eq!(code, Some(3), "{stderr}");
+    let ui = Ui::start_asking(&server, d, &file, &[]);
+    let client = ui.client();
+    let session = "s1";
+    let decide = |body: Value| client.post(ui.url("/api/decisions")).json(&body).send();
+
+    // "always" must name a call the request approves, and one the session waits for.
+    let refused = decide(json!({"session_id": session, "decisions": {"call_a": {"decision": "deny"}}, "always": ["call_a"]}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused = decide(json!({"session_id": session, "decisions": {"call_a": {"decision": "approve"}}, "always": ["call_a", "call_zz"]}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(refused.to_string().contains("call_zz"), "{refused}");
+    assert!(
+        !d.join(".toolbelt/settings.json").exists(),
+        "a refused request wrote no rule"
+    );
+
+    let started = decide(json!({"session_id": session, "decisions": {"call_a": {"decision": "approve"}}, "always": ["call_a"]}))
+        .await
+        .unwrap();
+    let status = started.status();
+    assert_eq!(status, 202, "{}", started.text().await.unwrap());
+    completed_runs(&ui, session, 2).await;
+    assert_eq!(std::fs::read_to_string(d.join("out.txt")).unwrap(), "one");
+    let settings = std::fs::read_to_string(d.join(".toolbelt/settings.json")).unwrap();
+    assert!(
+        settings.contains("\"Edit(./out.txt)\""),
+        "the rule is kept for later commands: {settings}"
+    );
+
+    // The UI's own next run checks with the added rule at once.
+    let started = client
+        .post(ui.url("/api/runs"))
+        .json(&json!({"message": "Write it again", "session_id": "after"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 202);
+    let kinds = completed_runs(&ui, "after", 1).await;
+    assert!(
+        !kinds.iter().any(|k| k == "approval_requested"),
+        "asked again: {kinds:?}"
+    );
+    assert_eq!(std::fs::read_to_string(d.join("out.txt")).unwrap(), "two");
+}

@@ -218,11 +218,19 @@ async function decide(s, callId, decision) {
     return;
   }
   state.decisions.delete(s.key);
+  // "Always" is an approval plus the rules that allow such calls from now on.
+  const decisions = {};
+  const always = [];
+  for (const [id, d] of taken) {
+    const { always: remember, ...plain } = d;
+    decisions[id] = plain;
+    if (remember) always.push(id);
+  }
   try {
     await api('/api/decisions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ session_id: s.session_id, decisions: Object.fromEntries(taken) }),
+      body: JSON.stringify({ session_id: s.session_id, decisions, always }),
     });
     if (!state.endedEarly.delete(s.session_id)) state.running.add(s.session_id);
     $('chat-note').textContent = '';

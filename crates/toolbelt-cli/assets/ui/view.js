@@ -278,15 +278,16 @@ function approvalCard(e, settled, decide) {
   if (settled || !decide) return card;
   const why = el('input', { class: 'deny-message', type: 'text', placeholder: 'why not (told to the model)', maxlength: '2000' });
   const approve = el('button', { type: 'button', class: 'approve' }, 'Approve');
+  const always = el('button', { type: 'button', class: 'always', title: 'approve, and allow calls like this one from now on (written to .toolbelt/settings.json)' }, 'Always');
   const deny = el('button', { type: 'button', class: 'deny' }, 'Deny');
   const pressed = (decision) => {
-    approve.disabled = true;
-    deny.disabled = true;
+    for (const button of [approve, always, deny]) button.disabled = true;
     decide(e.call_id, decision);
   };
   approve.addEventListener('click', () => pressed({ decision: 'approve' }));
+  always.addEventListener('click', () => pressed({ decision: 'approve', always: true }));
   deny.addEventListener('click', () => pressed({ decision: 'deny', message: why.value.trim() || undefined }));
-  card.append(el('div', { class: 'decide' }, approve, deny, why));
+  card.append(el('div', { class: 'decide' }, approve, always, deny, why));
   return card;
 }
 

@@ -175,3 +175,60 @@ pub fn remember_allow(dir: &Path, rules: &[String]) -> Result<PathBuf, CliError>
     temp.persist(&path).map_err(|e| refuse(e.to_string()))?;
     Ok(path)
 }
+
+/// The rules a command checks calls with while it runs: those it started with, plus the allow
+/// rules a person adds on the way ("Always" in the web UI), which also go into the project's
+/// `.toolbelt/settings.json` so later commands keep them.
+#[derive(Debug)]
+pub struct LiveRules {
+    current: std::sync::RwLock<std::sync::Arc<PermissionRules>>,
+    /// The base directory, whose settings file keeps what is added.
+    dir: PathBuf,
+}
+
+impl LiveRules {
+    /// `rules`, for the canonical base directory `dir`.
+    pub fn new(rules: PermissionRules, dir: &Path) -> Self {
+        Self {
+            current: std::sync::RwLock::new(std::sync::Arc::new(rules)),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The rules as they stand.
+    pub fn current(&self) -> std::sync::Arc<PermissionRules> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Allows from now on what a call of `tool` with `arguments` needs (the rules
+    /// [`PermissionRules::allow_rules_for`] gives): in force at once and written to the
+    /// settings file. Returns the rules added (none when no rule can cover such a call).
+    pub fn allow_always(&self, tool: &str, arguments: &str) -> Result<Vec<String>, CliError> {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let allow = current.allow_rules_for(tool, arguments);
+        if allow.is_empty() {
+            return Ok(allow);
+        }
+        let mut next = PermissionRules::clone(&current);
+        for rule in &allow {
+            next.add(RuleKind::Allow, rule)
+                .map_err(|e| CliError::failed(format!("allow rule {rule}: {e}")))?;
+        }
+        remember_allow(&self.dir, &allow)?;
+        *current = std::sync::Arc::new(next);
+        Ok(allow)
+    }
+}
+
+impl toolbelt::core::PermissionCheck for LiveRules {
+    fn check(&self, request: &toolbelt::core::PermissionRequest<'_>) -> toolbelt::core::Permission {
+        self.current().check(request)
+    }
+
+    fn preview(&self, request: &toolbelt::core::PermissionRequest<'_>) -> Option<String> {
+        self.current().preview(request)
+    }
+}

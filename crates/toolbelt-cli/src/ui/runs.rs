@@ -112,6 +112,53 @@ impl Runs {
         self.session.prompt_hooks(session_id, prompt).await
     }
 
+    /// Allows from now on (in this UI's runs and in the project's settings file) what the
+    /// calls `ids`, paused in `session_id`, need. Nothing is added unless every id names a
+    /// paused call.
+    pub(crate) async fn approve_always(
+        &self,
+        session_id: &str,
+        ids: &[String],
+    ) -> Result<(), String> {
+        let (app, user) = self.key_parts();
+        let key = toolbelt::agent::SessionKey::new(app, user, session_id);
+        let events = self
+            .session
+            .runner
+            .sessions()
+            .events(&key)
+            .await
+            .map_err(|e| format!("reading the session: {e}"))?;
+        let pending = toolbelt::agent::pending_approvals(&events);
+        let mut calls = Vec::new();
+        for id in ids {
+            let call = pending
+                .iter()
+                .find(|p| &p.call_id == id)
+                .ok_or_else(|| format!("call {id} of this session waits for no approval"))?;
+            calls.push(call);
+        }
+        for call in calls {
+            let added = self
+                .session
+                .rules
+                .allow_always(&call.name, &call.arguments)
+                .map_err(|e| e.message)?;
+            if added.is_empty() {
+                eprintln!(
+                    "toolbelt: no allow rule can be written for call {}; it is approved this once",
+                    toolbelt::visible(&call.call_id)
+                );
+            } else {
+                eprintln!(
+                    "toolbelt: allowed from now on: {}",
+                    toolbelt::visible(&added.join(", "))
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Sends a run's live-only events to the page until it ends; how it ended.
     async fn follow(&self, session_id: &str, events: &mut EventStream) -> Ended {
         let mut ended = Ended::Answered;

@@ -416,6 +416,9 @@ fn runs_of(state: &UiState) -> Result<&Arc<Runs>, Box<Response>> {
 struct Decide {
     session_id: String,
     decisions: std::collections::HashMap<String, toolbelt::agent::Decision>,
+    /// Approved calls whose kind is allowed from now on ("Always").
+    #[serde(default)]
+    always: Vec<String>,
 }
 
 /// The most decisions one request may carry (a turn's paused calls).
@@ -451,6 +454,24 @@ async fn decide(
             StatusCode::BAD_REQUEST,
             format!("give 1 to {MAX_DECISIONS} decisions"),
         );
+    }
+    for id in &decide.always {
+        if !matches!(
+            decide.decisions.get(id),
+            Some(toolbelt::agent::Decision::Approve)
+        ) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("\"always\" names call {id}, which this request does not approve"),
+            );
+        }
+    }
+    if !decide.always.is_empty()
+        && let Err(why) = runs
+            .approve_always(&decide.session_id, &decide.always)
+            .await
+    {
+        return error(StatusCode::BAD_REQUEST, why);
     }
     let input = toolbelt::agent::RunInput::resume();
     started(

@@ -119,6 +119,7 @@ async function approvalButtons(page) {
   const added = await first.locator('.diff .line.add').allTextContents();
   check(added.some((l) => l.includes('hello')), `the first call's diff: ${JSON.stringify(added)}`);
   check((await page.locator('.card.tool[data-tool="Write"]').count()) === 0, 'a paused call showed as a running tool');
+  check((await first.locator('button.always').count()) === 1, 'a paused call has no Always button');
   if (process.env.SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-approval.png') });
   }
