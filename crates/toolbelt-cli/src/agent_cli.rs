@@ -644,7 +644,9 @@ impl AgentSession {
         let sessions = sessions_from(args).await?;
         // Indexed before anything is opened: a failure leaves nothing to close.
         let knowledge = args.knowledge.plugin(&args.sources.dir, progress).await?;
-        let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?;
+        let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?
+            .connect_remote()
+            .await?;
         let rules = Arc::new(permissions::LiveRules::new(rules, &dir));
         let permit = Permit {
             rules: rules.clone(),

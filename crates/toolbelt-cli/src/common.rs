@@ -15,6 +15,7 @@ use toolbelt::exec::{
     CallResult, Executor, Registry, ToolCall, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
 };
 use toolbelt::mcp::server::{UpstreamOptions, Upstreams};
+use toolbelt::mcp::ssh::{SshOptions, SshTarget, SshToolSet};
 use toolbelt::mcp::{McpServersFile, McpToolSet, Root};
 use toolbelt::{ToolContext, ToolSet};
 
@@ -174,6 +175,52 @@ pub struct ToolSourceArgs {
     /// tool names separated by commas, or `all`. None by default.
     #[arg(long, value_name = "NAMES|all")]
     pub code_tools: Option<toolbelt::builtin::code::CodeToolAccess>,
+    /// Run the built-in tools on another machine, in the directory PATH there:
+    /// `ssh://[user@]host[:port]/PATH`. The remote's own `toolbelt serve --stdio` runs them
+    /// (with --read-only, --sandbox and --code-tools passed on), over the system ssh client:
+    /// host keys checked against known_hosts, keys from the agent or ~/.ssh, never a prompt.
+    /// --dir stays the local project (its settings, rules and hooks).
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<SshTarget>,
+    /// With --remote: accept and record a host key seen for the first time (OpenSSH's
+    /// StrictHostKeyChecking=accept-new); a changed key is still refused.
+    #[arg(long, requires = "remote")]
+    pub remote_accept_new: bool,
+    /// With --remote: the toolbelt program on the remote (default: `toolbelt` on its PATH).
+    #[arg(long, value_name = "PATH", requires = "remote")]
+    pub remote_toolbelt: Option<String>,
+    /// With --remote: an ssh configuration file to use instead of ~/.ssh/config (`ssh -F`).
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    pub remote_ssh_config: Option<PathBuf>,
+}
+
+impl ToolSourceArgs {
+    /// The remote's `toolbelt serve` flags that keep the built-in tools as configured here.
+    fn remote_options(&self) -> SshOptions {
+        let mut serve_args = Vec::new();
+        if self.read_only {
+            serve_args.push("--read-only".to_string());
+        }
+        if let Some(mode) = self.sandbox {
+            serve_args.extend(["--sandbox".to_string(), mode.to_string()]);
+        }
+        use toolbelt::builtin::code::CodeToolAccess;
+        match &self.code_tools {
+            None | Some(CodeToolAccess::None) => {}
+            Some(CodeToolAccess::All) => serve_args.extend(["--code-tools".into(), "all".into()]),
+            Some(CodeToolAccess::Only(names)) => {
+                serve_args.extend(["--code-tools".into(), names.join(",")])
+            }
+        }
+        let defaults = SshOptions::default();
+        SshOptions {
+            accept_new: self.remote_accept_new,
+            toolbelt: self.remote_toolbelt.clone().unwrap_or(defaults.toolbelt),
+            ssh_config: self.remote_ssh_config.clone(),
+            serve_args,
+            ..defaults
+        }
+    }
 }
 
 /// The tool sets a command opened, registered in one [`Registry`]. The command created the
@@ -182,8 +229,12 @@ pub struct ToolSourceArgs {
 pub struct Toolbox {
     /// Every tool set's tools, as the executor sees them.
     pub registry: Arc<Registry>,
-    /// The built-in tool set (its read-before-write state can be saved).
-    pub builtin: Arc<BuiltinToolSet>,
+    /// The built-in tool set when it runs here (its read-before-write state can be saved);
+    /// `None` with `--remote`.
+    pub builtin: Option<Arc<BuiltinToolSet>>,
+    /// The built-in tools, here or on the remote.
+    builtin_tools: Arc<dyn ToolSet>,
+    remote: Option<Arc<SshToolSet>>,
     sets: Vec<Arc<dyn ToolSet>>,
 }
 
@@ -250,13 +301,16 @@ impl Toolbox {
         Ok(())
     }
 
-    /// The built-in tool set in `args.dir`, registered in `registry`.
+    /// The built-in tool set in `args.dir` (or at `--remote`), registered in `registry`.
     fn open_builtin(
         args: &ToolSourceArgs,
         read_state: Option<Arc<ReadState>>,
         hidden: Vec<String>,
         registry: Registry,
     ) -> Result<Self, CliError> {
+        if let Some(target) = &args.remote {
+            return Self::open_remote(args, target, registry);
+        }
         let dir = canonical_dir(&args.dir)?;
         let mut options = BuiltinOptions::new(&dir)
             .with_hidden_paths(hidden)
@@ -278,7 +332,9 @@ impl Toolbox {
         let sets: Vec<Arc<dyn ToolSet>> = vec![builtin.clone()];
         let mut toolbox = Self {
             registry,
-            builtin,
+            builtin_tools: builtin.clone(),
+            builtin: Some(builtin),
+            remote: None,
             sets,
         };
         if let Some(browser) = crate::browser::browser_tool_set(args)? {
@@ -287,17 +343,79 @@ impl Toolbox {
         Ok(toolbox)
     }
 
+    /// The built-in tools of the Toolbelt at `target`, over SSH, under their own names.
+    fn open_remote(
+        args: &ToolSourceArgs,
+        target: &SshTarget,
+        registry: Registry,
+    ) -> Result<Self, CliError> {
+        let remote = Arc::new(
+            SshToolSet::new("remote", target.clone(), args.remote_options())
+                .map_err(|e| CliError::failed(e.to_string()))?,
+        );
+        let registry = Arc::new(registry);
+        // The remote's built-in tools never change: list them once.
+        registry
+            .add_tool_set(remote.clone(), ToolSetRefresh::Cached)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        let mut toolbox = Self {
+            registry,
+            builtin: None,
+            builtin_tools: remote.clone(),
+            remote: Some(remote.clone()),
+            sets: vec![remote],
+        };
+        if let Some(browser) = crate::browser::browser_tool_set(args)? {
+            toolbox.add(browser, ToolSetRefresh::Cached.into())?;
+        }
+        Ok(toolbox)
+    }
+
+    /// With `--remote`: connects now (host key, login, the remote binary, the MCP session),
+    /// so a failure ends the command with what ssh said instead of a missing tool later.
+    /// Closes the toolbox when it fails.
+    pub async fn connect_remote(self) -> Result<Self, CliError> {
+        let Some(remote) = &self.remote else {
+            return Ok(self);
+        };
+        match remote.connect(&ToolContext::new()).await {
+            Ok(()) => Ok(self),
+            Err(err) => {
+                let message = format!("--remote {}: {err}", remote.target());
+                self.close().await;
+                Err(CliError::failed(message))
+            }
+        }
+    }
+
+    /// The built-in tools' set, local or remote.
+    pub fn builtin_tools(&self) -> &Arc<dyn ToolSet> {
+        &self.builtin_tools
+    }
+
     /// Connects execute_code's programs (with `--code-tools`) to `executor`, the one that runs
-    /// this toolbox's calls, so their calls pass the same pipeline.
+    /// this toolbox's calls, so their calls pass the same pipeline. (On a remote, its own
+    /// serve's executor runs them.)
     pub fn bind_executor(&self, executor: &Executor) {
-        self.builtin
-            .bind_tool_caller(Arc::new(executor.downgrade()));
+        if let Some(builtin) = &self.builtin {
+            builtin.bind_tool_caller(Arc::new(executor.downgrade()));
+        }
     }
 
     /// Says on stderr which sandbox Bash runs in (for the commands that keep running: `serve`,
     /// `run`, `chat`, and for `tools list`).
     pub fn announce_sandbox(&self) {
-        eprintln!("toolbelt: {}", sandbox_line(self.builtin.shell_sandbox()));
+        match (&self.builtin, &self.remote) {
+            (Some(builtin), _) => {
+                eprintln!("toolbelt: {}", sandbox_line(builtin.shell_sandbox()))
+            }
+            (None, Some(remote)) => eprintln!(
+                "toolbelt: remote: the built-in tools run at {} (the remote's toolbelt serve \
+                 applies its sandbox there)",
+                remote.target()
+            ),
+            (None, None) => {}
+        }
     }
 
     /// Lists every set now (connecting to MCP servers) and warns on stderr about the ones

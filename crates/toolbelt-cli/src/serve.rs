@@ -263,6 +263,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
     let hidden = rules.hidden_paths();
     let (toolbox, upstreams) =
         Toolbox::open_aggregating(&args.sources, upstream_options, reads, hidden)?;
+    let toolbox = toolbox.connect_remote().await?;
     toolbox.announce_sandbox();
     // Direct tools of the registry: an aggregated server's tool of the same name is renamed.
     if let Err(err) = toolbox.registry.register_all(knowledge) {

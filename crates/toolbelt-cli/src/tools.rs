@@ -69,8 +69,9 @@ pub struct CallArgs {
     #[command(flatten)]
     sources: ToolSourceArgs,
     /// A JSON file that keeps the read-before-write session between calls, so that a
-    /// `Read` in one call allows an `Edit` in the next.
-    #[arg(long, value_name = "FILE")]
+    /// `Read` in one call allows an `Edit` in the next. (Not with --remote: the record is
+    /// the remote serve's.)
+    #[arg(long, value_name = "FILE", conflicts_with = "remote")]
     session: Option<PathBuf>,
     /// The call's time limit in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
@@ -99,7 +100,7 @@ pub async fn run(command: ToolsCommand) -> Outcome {
 }
 
 async fn list(args: ListArgs) -> Outcome {
-    let toolbox = Toolbox::open(&args.sources, None)?;
+    let toolbox = Toolbox::open(&args.sources, None)?.connect_remote().await?;
     toolbox.announce_sandbox();
     let snapshot = toolbox.list(&ToolContext::new()).await;
     toolbox.close().await;
@@ -150,7 +151,9 @@ async fn call(args: CallArgs) -> Outcome {
         Some(session) => Some(Arc::new(session.load()?)),
         None => None,
     };
-    let toolbox = Toolbox::open(&args.sources, read_state)?;
+    let toolbox = Toolbox::open(&args.sources, read_state)?
+        .connect_remote()
+        .await?;
     let ctx = ToolContext::for_call("cli");
     let snapshot = toolbox.list(&ctx).await;
     let executor = Executor::builder(toolbox.registry.clone())
@@ -161,8 +164,8 @@ async fn call(args: CallArgs) -> Outcome {
     let call = ToolCall::new("cli", args.name.as_str(), raw_args);
     let result = execute_until_signal(&executor, &snapshot, ctx, &call).await;
 
-    if let Some(session) = session {
-        session.save(toolbox.builtin.read_state())?;
+    if let (Some(session), Some(builtin)) = (session, &toolbox.builtin) {
+        session.save(builtin.read_state())?;
     }
     toolbox.close().await;
 

@@ -25,6 +25,7 @@ mod mcp_client_features;
 mod otel;
 mod permissions;
 mod progress;
+mod remote_ssh;
 mod run;
 mod run_artifacts;
 mod run_code_tools;

@@ -86,6 +86,7 @@ mod client;
 mod config;
 mod config_file;
 mod error;
+pub mod ssh;
 mod transport;
 
 #[cfg(feature = "server")]

@@ -156,7 +156,7 @@ async fn prepared(
 /// The tools that are not built in: the `--mcp-config` servers' (built-in tools keep their
 /// names on a clash, so a name is enough).
 pub async fn not_builtin(toolbox: &Toolbox) -> ToolFilter {
-    let builtin: HashSet<String> = match toolbox.builtin.tools(&ToolContext::new()).await {
+    let builtin: HashSet<String> = match toolbox.builtin_tools().tools(&ToolContext::new()).await {
         Ok(tools) => tools.iter().map(|t| t.name().to_string()).collect(),
         Err(_) => HashSet::new(),
     };

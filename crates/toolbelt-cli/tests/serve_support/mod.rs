@@ -339,7 +339,8 @@ pub fn send_post(authority: &str, headers: &[(&str, &str)], body: &str) -> TcpSt
 /// An MCP server over stdio spoken to in raw JSON-RPC lines; killed when dropped.
 pub struct RawStdio {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once [`RawStdio::finish`] closed it.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
     /// The messages read while waiting for a response, not yet looked at.
@@ -360,7 +361,7 @@ impl RawStdio {
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut peer = Self {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 1,
             skipped: Vec::new(),
@@ -377,8 +378,9 @@ impl RawStdio {
 
     /// Writes one line as it is.
     pub fn send_line(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
     }
 
     /// The next message the server writes.
@@ -399,8 +401,9 @@ impl RawStdio {
     }
 
     pub fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
     }
 
     /// Sends a request and returns the response to it (skipping notifications).
@@ -458,6 +461,17 @@ impl RawStdio {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Ends the session the polite way: closes stdin, so the server closes its tool sets
+    /// and exits; fails the test if it has not within 30 s.
+    pub fn finish(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        toolbelt_testkit::eventually(
+            "serve exits after stdin closed",
+            Duration::from_secs(30),
+            || self.child.try_wait().ok().flatten(),
+        )
     }
 
     /// The listed tools.
