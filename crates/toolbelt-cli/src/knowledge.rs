@@ -153,12 +153,15 @@ async fn index(args: IndexArgs) -> Outcome {
             report.chunks,
             args.db.db.display()
         );
-        if report.skipped_large + report.skipped_binary > 0 {
+        if report.skipped_large + report.skipped_binary + report.skipped_unreadable > 0 {
             println!(
-                "skipped: {} larger than {} bytes, {} binary",
+                "skipped: {} too large ({} bytes, {} for a PDF), {} binary, {} unreadable \
+                 (a broken, encrypted or too slow PDF)",
                 report.skipped_large,
                 toolbelt_knowledge::MAX_FILE_BYTES,
-                report.skipped_binary
+                toolbelt_knowledge::MAX_PDF_BYTES,
+                report.skipped_binary,
+                report.skipped_unreadable
             );
         }
         println!("ranking: {}", base.mode().describe());

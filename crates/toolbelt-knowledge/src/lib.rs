@@ -4,7 +4,7 @@
 //! - [`Source`]: files, folders (walked as ripgrep walks them, `.gitignore` honoured) and
 //!   globs, with user fields.
 //! - Chunking by structure (Markdown headings and code fences, source-code definitions,
-//!   paragraphs, HTML headings and `<pre>`), sizes and overlap set by [`ChunkOptions`]; every
+//!   paragraphs, HTML headings and `<pre>`, PDF pages with the `pdf` feature), sizes and overlap set by [`ChunkOptions`]; every
 //!   [`Chunk`] carries its source, title, heading path, line range and user fields (Markdown
 //!   front matter and the source's fields).
 //! - [`ChunkStore`]: [`MemoryStore`], and [`SqliteStore`] (feature `sqlite`, on by default).
@@ -49,6 +49,7 @@ mod filter;
 mod html;
 #[cfg(feature = "agent")]
 mod plugin;
+
 mod source;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -63,7 +64,8 @@ pub use error::KnowledgeError;
 pub use filter::{FieldSpec, FieldType, Filter};
 #[cfg(feature = "agent")]
 pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
-pub use source::{MAX_FILE_BYTES, MAX_FILES, Source};
+
+pub use source::{MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{ChunkStore, MemoryStore};

@@ -6,5 +6,7 @@ mod chunking;
 mod filter;
 mod hybrid;
 mod index;
+#[cfg(feature = "pdf")]
+mod pdf;
 mod support;
 mod tools;
