@@ -7,7 +7,9 @@
 //!   paragraphs, HTML headings and `<pre>`, PDF pages with the `pdf` feature), sizes and overlap set by [`ChunkOptions`]; every
 //!   [`Chunk`] carries its source, title, heading path, line range and user fields (Markdown
 //!   front matter and the source's fields).
-//! - [`ChunkStore`]: [`MemoryStore`], and [`SqliteStore`] (feature `sqlite`, on by default).
+//! - [`ChunkStore`]: [`MemoryStore`], [`SqliteStore`] (feature `sqlite`, on by default), and
+//!   `PostgresStore` (feature `postgres`; also the embedding cache, in pgvector's type when the
+//!   server has it).
 //! - [`KnowledgeBase`]: incremental [`index`](KnowledgeBase::index) by content hash (a changed
 //!   file is re-chunked, a deleted one removed, an unchanged one not read twice), ranking by
 //!   toolbelt-search's BM25, fused with embedding similarity when an embedder is set
@@ -49,7 +51,8 @@ mod filter;
 mod html;
 #[cfg(feature = "agent")]
 mod plugin;
-
+#[cfg(feature = "postgres")]
+mod postgres;
 mod source;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -64,7 +67,8 @@ pub use error::KnowledgeError;
 pub use filter::{FieldSpec, FieldType, Filter};
 #[cfg(feature = "agent")]
 pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
-
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, VectorColumn};
 pub use source::{MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

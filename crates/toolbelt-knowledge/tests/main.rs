@@ -8,5 +8,7 @@ mod hybrid;
 mod index;
 #[cfg(feature = "pdf")]
 mod pdf;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod support;
 mod tools;
