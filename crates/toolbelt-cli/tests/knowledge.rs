@@ -205,3 +205,35 @@ pdf.output(sys.argv[1])
     assert_eq!(json["hits"][0]["citation"], "./manual.pdf#page=2", "{json}");
     assert_eq!(json["hits"][0]["pages"], serde_json::json!([2, 2]));
 }
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgres_base_is_indexed_and_searched_and_its_url_never_printed() {
+    let url = toolbelt_testkit::service_url(
+        "TOOLBELT_TEST_POSTGRES_URL",
+        "postgres://toolbelt:toolbelt@127.0.0.1:5432/toolbelt",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "docs/ops.md",
+        "# Ops\n\n## Rollback\n\nThe axolotl script restores a release.\n",
+    );
+    let out = toolbelt(d, &["knowledge", "index", "docs", "--db", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("chunks in PostgreSQL"), "{text}");
+    assert!(
+        !text.contains(&url) && !stderr(&out).contains("toolbelt:toolbelt"),
+        "{text}"
+    );
+
+    let out = toolbelt(
+        d,
+        &["knowledge", "search", "axolotl", "--db", &url, "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["hits"][0]["citation"], "docs/ops.md:3-5", "{json}");
+}
