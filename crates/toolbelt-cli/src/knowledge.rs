@@ -38,7 +38,8 @@ pub enum KnowledgeCommand {
 /// The knowledge base file, shared by every subcommand.
 #[derive(Args, Debug)]
 pub struct DbArgs {
-    /// The knowledge base file (SQLite; created by `index`).
+    /// The knowledge base file (SQLite; created by `index`), or a PostgreSQL URL
+    /// (postgres://user:password@host/db; feature postgres).
     #[arg(long, value_name = "FILE", default_value = ".toolbelt/knowledge.db")]
     db: PathBuf,
 }
@@ -108,12 +109,31 @@ fn failed(err: impl std::fmt::Display) -> CliError {
 
 /// Opens the base in `db`; `create` makes the file's folder, otherwise a missing file is an
 /// error that says to index first.
-fn open(db: &DbArgs, create: bool) -> Result<KnowledgeBase, CliError> {
-    open_base(&db.db, create)
+async fn open(db: &DbArgs, create: bool) -> Result<KnowledgeBase, CliError> {
+    open_base(&db.db, create).await
+}
+
+/// Whether `db` names a PostgreSQL database rather than a file.
+fn is_postgres(db: &std::path::Path) -> bool {
+    db.to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// How a base location is shown: a file's path, or "PostgreSQL" (never the URL, which may
+/// hold a password).
+fn shown(db: &std::path::Path) -> String {
+    if is_postgres(db) {
+        "PostgreSQL".to_string()
+    } else {
+        db.display().to_string()
+    }
 }
 
 /// Opens the base in the file `db` (see [`open`]); also what `--knowledge` indexes into.
-fn open_base(db: &std::path::Path, create: bool) -> Result<KnowledgeBase, CliError> {
+async fn open_base(db: &std::path::Path, create: bool) -> Result<KnowledgeBase, CliError> {
+    if is_postgres(db) {
+        return open_postgres(db.to_str().unwrap_or_default()).await;
+    }
     if create {
         if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
@@ -129,11 +149,29 @@ fn open_base(db: &std::path::Path, create: bool) -> Result<KnowledgeBase, CliErr
     Ok(KnowledgeBase::new(Arc::new(store)))
 }
 
+/// A base in PostgreSQL (`--db postgres://...`, feature `postgres`).
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<KnowledgeBase, CliError> {
+    let store = toolbelt_knowledge::PostgresStore::open(url)
+        .await
+        .map_err(failed)?;
+    Ok(KnowledgeBase::new(Arc::new(store)))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_: &str) -> Result<KnowledgeBase, CliError> {
+    Err(CliError::usage(
+        "this build has no PostgreSQL knowledge store (build with --features postgres)",
+    ))
+}
+
 async fn index(args: IndexArgs) -> Outcome {
-    let base = open(&args.db, true)?.with_chunking(toolbelt_knowledge::ChunkOptions {
-        max_chars: args.max_chars as usize,
-        overlap_chars: args.overlap as usize,
-    });
+    let base = open(&args.db, true)
+        .await?
+        .with_chunking(toolbelt_knowledge::ChunkOptions {
+            max_chars: args.max_chars as usize,
+            overlap_chars: args.overlap as usize,
+        });
     let sources: Vec<Source> = args.paths.iter().map(Source::new).collect();
     let progress = Progress::on_stderr(args.json);
     progress.spin(format!("indexing {}", args.paths.join(" ")));
@@ -151,14 +189,17 @@ async fn index(args: IndexArgs) -> Outcome {
             report.unchanged,
             report.removed,
             report.chunks,
-            args.db.db.display()
+            shown(&args.db.db)
         );
-        if report.skipped_large + report.skipped_binary > 0 {
+        if report.skipped_large + report.skipped_binary + report.skipped_unreadable > 0 {
             println!(
-                "skipped: {} larger than {} bytes, {} binary",
+                "skipped: {} too large ({} bytes, {} for a PDF), {} binary, {} unreadable \
+                 (a broken, encrypted or too slow PDF)",
                 report.skipped_large,
                 toolbelt_knowledge::MAX_FILE_BYTES,
-                report.skipped_binary
+                toolbelt_knowledge::MAX_PDF_BYTES,
+                report.skipped_binary,
+                report.skipped_unreadable
             );
         }
         println!("ranking: {}", base.mode().describe());
@@ -174,7 +215,7 @@ async fn search(args: SearchArgs) -> Outcome {
         ),
         None => None,
     };
-    let base = Arc::new(open(&args.db, false)?);
+    let base = Arc::new(open(&args.db, false).await?);
     let tools = knowledge_tools(base, KnowledgeToolOptions::default()).map_err(failed)?;
     let (tool, call) = match filter {
         None => (&tools[0], json!({"query": args.query, "k": args.top})),
@@ -196,14 +237,14 @@ async fn search(args: SearchArgs) -> Outcome {
 }
 
 async fn status(args: StatusArgs) -> Outcome {
-    let base = open(&args.db, false)?;
+    let base = open(&args.db, false).await?;
     let status = base.status().await.map_err(failed)?;
     if args.json {
         println!("{}", json!(status));
     } else {
         println!(
             "{}: {} documents, {} chunks\nranking: {}",
-            args.db.db.display(),
+            shown(&args.db.db),
             status.documents,
             status.chunks,
             status.mode.describe()

@@ -166,3 +166,74 @@ fn bad_filters_and_a_missing_base_are_usage_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("not a database"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_pdf_is_indexed_and_its_passages_cite_their_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A real two-page PDF, made by fpdf2 in the peers' Python.
+    let script = r#"
+import sys
+from fpdf import FPDF
+pdf = FPDF()
+pdf.set_font("helvetica", size=11)
+for text in ["Unpacking the crate.", "The flamingo lever resets the counter."]:
+    pdf.add_page()
+    pdf.multi_cell(0, 8, text)
+pdf.output(sys.argv[1])
+"#;
+    let made = Command::new(toolbelt_testkit::python())
+        .args(["-c", script, &d.join("manual.pdf").to_string_lossy()])
+        .output()
+        .expect("python runs");
+    assert!(
+        made.status.success(),
+        "making the PDF failed (run .ci/install-peers for fpdf2): {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    std::fs::write(d.join("broken.pdf"), b"%PDF-1.7\nnot really a PDF").unwrap();
+
+    let out = toolbelt(d, &["knowledge", "index", "."]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("2 files: 1 added"), "{text}");
+    assert!(text.contains("1 unreadable"), "{text}");
+
+    let out = toolbelt(d, &["knowledge", "search", "flamingo lever", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["hits"][0]["citation"], "./manual.pdf#page=2", "{json}");
+    assert_eq!(json["hits"][0]["pages"], serde_json::json!([2, 2]));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgres_base_is_indexed_and_searched_and_its_url_never_printed() {
+    let url = toolbelt_testkit::service_url(
+        "TOOLBELT_TEST_POSTGRES_URL",
+        "postgres://toolbelt:toolbelt@127.0.0.1:5432/toolbelt",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "docs/ops.md",
+        "# Ops\n\n## Rollback\n\nThe axolotl script restores a release.\n",
+    );
+    let out = toolbelt(d, &["knowledge", "index", "docs", "--db", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("chunks in PostgreSQL"), "{text}");
+    assert!(
+        !text.contains(&url) && !stderr(&out).contains("toolbelt:toolbelt"),
+        "{text}"
+    );
+
+    let out = toolbelt(
+        d,
+        &["knowledge", "search", "axolotl", "--db", &url, "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["hits"][0]["citation"], "docs/ops.md:3-5", "{json}");
+}

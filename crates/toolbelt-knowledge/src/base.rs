@@ -21,9 +21,10 @@ use toolbelt_search::embed::{Embedder, StoredVector, VectorStore};
 use toolbelt_search::{Bm25Index, DEFAULT_RRF_K, Hit, SearchError, ToolDoc, weighted_rank_fusion};
 
 use crate::KnowledgeError;
+use crate::chunk::DocKind;
 use crate::chunk::{Chunk, ChunkOptions, Document, chunk_document};
 use crate::filter::{FieldSpec, Filter, builtin_fields};
-use crate::source::{Source, load, sha256_hex};
+use crate::source::{Body, LoadedFile, MAX_PDF_BYTES, Source, load, sha256_hex};
 use crate::store::ChunkStore;
 
 /// Names the chunking recipe in every file hash: a build that chunks differently re-chunks.
@@ -104,6 +105,9 @@ pub struct IndexReport {
     pub skipped_large: usize,
     /// Files skipped as binary.
     pub skipped_binary: usize,
+    /// Files that could not be read as their kind (a broken, encrypted or over-slow PDF);
+    /// each is logged, and any earlier version of it removed from the base.
+    pub skipped_unreadable: usize,
     /// Chunks in the base after indexing.
     pub chunks: usize,
     /// Chunks embedded in this run (the rest came from the cache or needed none).
@@ -274,20 +278,38 @@ impl KnowledgeBase {
         let mut fresh: Vec<Chunk> = Vec::new();
         for file in &files {
             seen.insert(file.key.as_str());
-            match stored.get(&file.key) {
+            let was_stored = match stored.get(&file.key) {
                 Some(hash) if *hash == file.hash => {
                     report.unchanged += 1;
                     continue;
                 }
-                Some(_) => report.changed += 1,
-                None => report.added += 1,
+                Some(_) => true,
+                None => false,
+            };
+            let (text, pages) = match document_text(file).await {
+                Ok(read) => read,
+                Err(message) => {
+                    tracing::warn!(source = %file.key, "skipped: {message}");
+                    report.skipped_unreadable += 1;
+                    if was_stored {
+                        self.store.remove(&file.key).await?;
+                        live.remove_source(&file.key);
+                    }
+                    continue;
+                }
+            };
+            if was_stored {
+                report.changed += 1;
+            } else {
+                report.added += 1;
             }
             let chunks = chunk_document(
                 &Document {
                     source: &file.key,
                     kind: file.kind,
-                    text: &file.text,
+                    text: &text,
                     fields: &file.fields,
+                    pages: &pages,
                 },
                 self.options,
             );
@@ -503,6 +525,58 @@ impl KnowledgeBase {
         }
         Ok(embedded)
     }
+}
+
+/// The pages one PDF may yield to a knowledge base, and the characters.
+const PDF_LIMITS: toolbelt_pdf::Limits = toolbelt_pdf::Limits {
+    max_pages: 2_000,
+    max_chars: 4 << 20,
+    time_limit: std::time::Duration::from_secs(60),
+};
+
+/// A file's text, and for a PDF where each page starts in it (page number, 0-based line).
+async fn document_text(
+    file: &LoadedFile,
+) -> Result<(std::borrow::Cow<'_, str>, Vec<(u32, usize)>), String> {
+    let path = match &file.body {
+        Body::Text(text) => return Ok((std::borrow::Cow::Borrowed(text), Vec::new())),
+        Body::Pdf(path) => path.clone(),
+    };
+    debug_assert_eq!(file.kind, DocKind::Pdf);
+    // Read again (the walk kept only its hash); bounded as the walk bounds it.
+    let bytes = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(MAX_PDF_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if bytes.len() as u64 > MAX_PDF_BYTES {
+            return Err(format!("grew past {MAX_PDF_BYTES} bytes while indexing"));
+        }
+        Ok(bytes)
+    })
+    .await
+    .map_err(|e| format!("reading the PDF failed: {e}"))??;
+    let pdf = toolbelt_pdf::extract(bytes, None, PDF_LIMITS).await?;
+    if pdf.truncated {
+        tracing::warn!(
+            source = %file.key,
+            "only the first {} pages of {} are indexed (the PDF limits)",
+            pdf.pages.len(),
+            pdf.page_count
+        );
+    }
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(pdf.pages.len());
+    let mut line = 0usize;
+    for (number, page) in &pdf.pages {
+        starts.push((*number, line));
+        let page = page.trim_end();
+        text.push_str(page);
+        text.push('\n');
+        line += page.matches('\n').count() + 1;
+    }
+    Ok((std::borrow::Cow::Owned(text), starts))
 }
 
 /// Finite, not empty, not all zero: a vector that has a direction.

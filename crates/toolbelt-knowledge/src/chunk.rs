@@ -43,6 +43,9 @@ pub enum DocKind {
     Text,
     /// HTML: read as text with its headings, paragraphs and `<pre>` blocks (no line ranges).
     Html,
+    /// PDF: the text of each page, split into paragraphs; a chunk never spans two pages and
+    /// cites its page (no line ranges). Read with the `pdf` feature.
+    Pdf,
 }
 
 impl DocKind {
@@ -54,6 +57,8 @@ impl DocKind {
             "md" | "markdown" | "mdx" => DocKind::Markdown,
             "txt" | "text" | "rst" | "adoc" | "org" | "log" => DocKind::Text,
             "html" | "htm" | "xhtml" => DocKind::Html,
+            #[cfg(feature = "pdf")]
+            "pdf" => DocKind::Pdf,
             "rs" | "py" | "go" | "js" | "mjs" | "cjs" | "ts" | "tsx" | "jsx" | "java" | "kt"
             | "c" | "h" | "cc" | "cpp" | "hpp" | "cs" | "rb" | "php" | "swift" | "scala" | "sh"
             | "bash" | "lua" | "sql" | "toml" | "yaml" | "yml" | "json" | "proto" => DocKind::Code,
@@ -68,6 +73,7 @@ impl DocKind {
             DocKind::Code => "code",
             DocKind::Text => "text",
             DocKind::Html => "html",
+            DocKind::Pdf => "pdf",
         }
     }
 }
@@ -115,8 +121,12 @@ pub struct Chunk {
     pub title: Option<String>,
     /// The headings this chunk sits under, outermost first.
     pub heading_path: Vec<String>,
-    /// The first and last line (1-based, inclusive); `None` for HTML.
+    /// The first and last line (1-based, inclusive); `None` for HTML and PDF.
     pub lines: Option<(usize, usize)>,
+    /// The PDF page the chunk is on, as `(first, last)` (1-based; a chunk never spans two
+    /// pages, so both are the same); `None` for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<(u32, u32)>,
     /// The chunk's text.
     pub text: String,
     /// User fields: the document's front matter and the caller's fields for its source.
@@ -132,8 +142,16 @@ impl Chunk {
         format!("{}\n{}", self.heading_path.join(" > "), self.text)
     }
 
-    /// Where the chunk comes from, as a reader would look it up: `path:10-24` or the URL.
+    /// Where the chunk comes from, as a reader would look it up: `path:10-24`, `file.pdf#page=3`
+    /// (the form PDF viewers open at the page), or the URL.
     pub fn citation(&self) -> String {
+        if let Some((first, last)) = self.pages {
+            return if first == last {
+                format!("{}#page={first}", self.source)
+            } else {
+                format!("{}#page={first}-{last}", self.source)
+            };
+        }
         match self.lines {
             Some((a, b)) if a == b => format!("{}:{a}", self.source),
             Some((a, b)) => format!("{}:{a}-{b}", self.source),
@@ -150,6 +168,8 @@ pub(crate) struct Document<'a> {
     pub(crate) text: &'a str,
     /// The caller's fields for this source (front matter wins over nothing, loses to these).
     pub(crate) fields: &'a BTreeMap<String, Value>,
+    /// For a PDF: each page's number and the line of `text` it starts on (0-based), in order.
+    pub(crate) pages: &'a [(u32, usize)],
 }
 
 /// A section: a heading path and the lines under it.
@@ -182,7 +202,13 @@ pub(crate) fn chunk_document(doc: &Document<'_>, options: ChunkOptions) -> Vec<C
     for (k, v) in doc.fields {
         fields.insert(k.clone(), v.clone());
     }
-    let sections = sections(kind, &lines, body_start);
+    let mut sections = sections(kind, &lines, body_start, doc.pages);
+    if kind == DocKind::Pdf {
+        // Pages are not headings: no heading path.
+        for section in &mut sections {
+            section.headings.clear();
+        }
+    }
     let title = match fields.get("title") {
         Some(Value::String(t)) => Some(t.clone()),
         _ => title_hint.or_else(|| {
@@ -210,13 +236,24 @@ pub(crate) fn chunk_document(doc: &Document<'_>, options: ChunkOptions) -> Vec<C
                 kind,
                 title: title.clone(),
                 heading_path: section.headings.clone(),
-                lines: (kind != DocKind::Html).then_some((start + 1, end)),
+                lines: matches!(kind, DocKind::Markdown | DocKind::Code | DocKind::Text)
+                    .then_some((start + 1, end)),
+                pages: (kind == DocKind::Pdf).then(|| page_of(doc.pages, start)),
                 text: body,
                 fields: fields.clone(),
             });
         }
     }
     out
+}
+
+/// The page of a PDF's line `line` (`(n, n)`; page 1 for a document without pages).
+fn page_of(pages: &[(u32, usize)], line: usize) -> (u32, u32) {
+    let at = pages.partition_point(|(_, start)| *start <= line);
+    let number = at
+        .checked_sub(1)
+        .map_or(pages.first().map_or(1, |p| p.0), |i| pages[i].0);
+    (number, number)
 }
 
 /// Front matter at the top of a Markdown document: its fields and the first line after it.
@@ -355,7 +392,12 @@ fn cut_chars(text: &str, max: usize) -> String {
 }
 
 /// The sections of the document from `start` on.
-fn sections(kind: DocKind, lines: &[&str], start: usize) -> Vec<Section> {
+fn sections(
+    kind: DocKind,
+    lines: &[&str],
+    start: usize,
+    page_starts: &[(u32, usize)],
+) -> Vec<Section> {
     let mut out = Vec::new();
     let mut path: Vec<(usize, String)> = Vec::new();
     let mut current = start;
@@ -375,6 +417,12 @@ fn sections(kind: DocKind, lines: &[&str], start: usize) -> Vec<Section> {
             }
             DocKind::Code => definition(line).map(|h| (1, h)),
             DocKind::Text => None,
+            // A page is a section: a chunk never spans two, so its page is its citation.
+            DocKind::Pdf => page_starts
+                .binary_search_by_key(&i, |(_, line)| *line)
+                .ok()
+                .filter(|_| i > start)
+                .map(|_| (1, String::new())),
         };
         if let Some((level, text)) = opens {
             if i > current {

@@ -86,7 +86,11 @@ impl FieldSpec {
 pub(crate) fn builtin_fields() -> Vec<FieldSpec> {
     vec![
         FieldSpec::new("source", FieldType::String, "the file path or URL"),
-        FieldSpec::new("kind", FieldType::String, "markdown, code, text or html"),
+        FieldSpec::new(
+            "kind",
+            FieldType::String,
+            "markdown, code, text, html or pdf",
+        ),
         FieldSpec::new("title", FieldType::String, "the document's title"),
         FieldSpec::new(
             "heading",

@@ -4,10 +4,12 @@
 //! - [`Source`]: files, folders (walked as ripgrep walks them, `.gitignore` honoured) and
 //!   globs, with user fields.
 //! - Chunking by structure (Markdown headings and code fences, source-code definitions,
-//!   paragraphs, HTML headings and `<pre>`), sizes and overlap set by [`ChunkOptions`]; every
+//!   paragraphs, HTML headings and `<pre>`, PDF pages with the `pdf` feature), sizes and overlap set by [`ChunkOptions`]; every
 //!   [`Chunk`] carries its source, title, heading path, line range and user fields (Markdown
 //!   front matter and the source's fields).
-//! - [`ChunkStore`]: [`MemoryStore`], and [`SqliteStore`] (feature `sqlite`, on by default).
+//! - [`ChunkStore`]: [`MemoryStore`], [`SqliteStore`] (feature `sqlite`, on by default), and
+//!   `PostgresStore` (feature `postgres`; also the embedding cache, in pgvector's type when the
+//!   server has it).
 //! - [`KnowledgeBase`]: incremental [`index`](KnowledgeBase::index) by content hash (a changed
 //!   file is re-chunked, a deleted one removed, an unchanged one not read twice), ranking by
 //!   toolbelt-search's BM25, fused with embedding similarity when an embedder is set
@@ -49,6 +51,8 @@ mod filter;
 mod html;
 #[cfg(feature = "agent")]
 mod plugin;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod source;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -63,7 +67,9 @@ pub use error::KnowledgeError;
 pub use filter::{FieldSpec, FieldType, Filter};
 #[cfg(feature = "agent")]
 pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
-pub use source::{MAX_FILE_BYTES, MAX_FILES, Source};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, VectorColumn};
+pub use source::{MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{ChunkStore, MemoryStore};

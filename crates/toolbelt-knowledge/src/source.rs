@@ -17,8 +17,10 @@ use sha2::{Digest, Sha256};
 use crate::KnowledgeError;
 use crate::chunk::DocKind;
 
-/// The largest file a knowledge base reads (4 MiB); larger ones are skipped.
+/// The largest text file a knowledge base reads (4 MiB); larger ones are skipped.
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
+/// The largest PDF a knowledge base reads (16 MiB, as WebFetch); larger ones are skipped.
+pub const MAX_PDF_BYTES: u64 = 16 << 20;
 /// The most files one source may yield.
 pub const MAX_FILES: usize = 200_000;
 
@@ -58,10 +60,21 @@ pub(crate) struct LoadedFile {
     /// The file's path as the walk found it: the source's key in the store.
     pub(crate) key: String,
     pub(crate) kind: DocKind,
-    pub(crate) text: String,
+    pub(crate) body: Body,
     pub(crate) fields: BTreeMap<String, Value>,
     /// SHA-256 of the bytes, the kind and the fields: unchanged means nothing to redo.
     pub(crate) hash: String,
+}
+
+/// What a file holds, as read by the walk.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// Text, Markdown, code, HTML: read whole.
+    Text(String),
+    /// A PDF, hashed by the walk and read again only when it must be chunked (its text is
+    /// extracted then, within the PDF reader's bounds), so a folder of PDFs is not held in
+    /// memory at once.
+    Pdf(PathBuf),
 }
 
 /// What a walk skipped.
@@ -152,14 +165,18 @@ pub(crate) fn load(
             else {
                 continue;
             };
-            let Some(bytes) = read_bounded(&path, &mut skipped).map_err(&fail)? else {
+            let Some(bytes) = read_bounded(&path, kind, &mut skipped).map_err(&fail)? else {
                 continue;
             };
             let hash = hash_file(&bytes, kind, &source.fields, salt);
+            let body = match kind {
+                DocKind::Pdf => Body::Pdf(path),
+                _ => Body::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            };
             files.push(LoadedFile {
                 key,
                 kind,
-                text: String::from_utf8_lossy(&bytes).into_owned(),
+                body,
                 fields: source.fields.clone(),
                 hash,
             });
@@ -168,17 +185,34 @@ pub(crate) fn load(
     Ok((files, skipped))
 }
 
-/// The file's bytes, or `None` when it is skipped (too large, binary).
-fn read_bounded(path: &Path, skipped: &mut Skipped) -> Result<Option<Vec<u8>>, String> {
+/// The file's bytes, or `None` when it is skipped (too large, binary; a PDF is binary, and
+/// skipped when it has no PDF header).
+fn read_bounded(
+    path: &Path,
+    kind: DocKind,
+    skipped: &mut Skipped,
+) -> Result<Option<Vec<u8>>, String> {
+    let limit = if kind == DocKind::Pdf {
+        MAX_PDF_BYTES
+    } else {
+        MAX_FILE_BYTES
+    };
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut bytes = Vec::new();
     // One byte past the limit tells a file that grew since it was listed.
-    file.take(MAX_FILE_BYTES + 1)
+    file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    if bytes.len() as u64 > limit {
         skipped.too_large += 1;
-        tracing::warn!(path = %path.display(), "skipped: larger than {MAX_FILE_BYTES} bytes");
+        tracing::warn!(path = %path.display(), "skipped: larger than {limit} bytes");
+        return Ok(None);
+    }
+    if kind == DocKind::Pdf {
+        if toolbelt_pdf::is_pdf(&bytes) {
+            return Ok(Some(bytes));
+        }
+        skipped.binary += 1;
         return Ok(None);
     }
     if bytes[..bytes.len().min(8192)].contains(&0) {

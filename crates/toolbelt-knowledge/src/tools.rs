@@ -91,7 +91,7 @@ pub fn knowledge_search_tool(
 ) -> Result<DynTool, ToolError> {
     let description = format!(
         "Searches the knowledge base (project documents and sources) and returns the most \
-         relevant passages, each with its citation (path and lines, or URL). Ranking: {}.",
+         relevant passages, each with its citation (path and lines, a PDF's page, or URL). Ranking: {}.",
         base.mode().describe()
     );
     let tool = FunctionTool::returning_output(
@@ -242,6 +242,7 @@ pub(crate) fn render(results: &SearchResults, max_chars: usize) -> ToolOutput {
                 "citation": h.chunk.citation(),
                 "source": h.chunk.source,
                 "lines": h.chunk.lines.map(|(a, b)| [a, b]),
+                "pages": h.chunk.pages.map(|(a, b)| [a, b]),
                 "heading_path": h.chunk.heading_path,
                 "title": h.chunk.title,
                 "score": h.score,

@@ -11,6 +11,13 @@ use toolbelt_knowledge::{
 use crate::support::write_files;
 
 async fn base() -> (tempfile::TempDir, KnowledgeBase) {
+    base_on(Arc::new(MemoryStore::new())).await
+}
+
+/// The filter corpus indexed into `store`.
+pub async fn base_on(
+    store: Arc<dyn toolbelt_knowledge::ChunkStore>,
+) -> (tempfile::TempDir, KnowledgeBase) {
     let dir = tempfile::tempdir().unwrap();
     write_files(
         dir.path(),
@@ -29,7 +36,7 @@ async fn base() -> (tempfile::TempDir, KnowledgeBase) {
             ),
         ],
     );
-    let base = KnowledgeBase::new(Arc::new(MemoryStore::new()))
+    let base = KnowledgeBase::new(store)
         .with_field(FieldSpec::new("team", FieldType::String, "owning team"))
         .with_field(FieldSpec::new("year", FieldType::Number, "year written"))
         .with_field(FieldSpec::new("tags", FieldType::StringList, "topics"));
@@ -108,7 +115,14 @@ async fn filters_select_by_builtin_and_user_fields() {
 
 #[tokio::test]
 async fn injection_shaped_values_are_plain_data() {
-    let (_dir, base) = base().await;
+    injection_shaped_values_are_plain_data_on(Arc::new(MemoryStore::new())).await;
+}
+
+/// Hostile filter values and queries on a base over `store`: data, never query text.
+pub async fn injection_shaped_values_are_plain_data_on(
+    store: Arc<dyn toolbelt_knowledge::ChunkStore>,
+) {
+    let (_dir, base) = base_on(store).await;
     for hostile in [
         "' OR 1=1 --",
         "payments' OR team LIKE '%",

@@ -21,7 +21,7 @@ async fn best_source(base: &KnowledgeBase, query: &str) -> Option<String> {
 }
 
 /// Changes, additions and deletions are seen by the next index and by search, with `store`.
-async fn incremental_updates_with(store: Arc<dyn ChunkStore>) {
+pub async fn incremental_updates_with(store: Arc<dyn ChunkStore>) {
     let dir = tempfile::tempdir().unwrap();
     write_files(
         dir.path(),

@@ -6,5 +6,9 @@ mod chunking;
 mod filter;
 mod hybrid;
 mod index;
+#[cfg(feature = "pdf")]
+mod pdf;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod support;
 mod tools;

@@ -23,7 +23,7 @@ use toolbelt_knowledge::{
     KnowledgeBase, KnowledgeToolOptions, Source, knowledge_plugin, knowledge_tools,
 };
 
-use super::open_base;
+use super::{open_base, shown};
 use crate::common::CliError;
 use crate::progress::Progress;
 
@@ -39,7 +39,8 @@ pub struct KnowledgeArgs {
     #[arg(long = "knowledge", value_name = "PATH")]
     pub knowledge: Vec<String>,
     /// The knowledge base file --knowledge indexes into (SQLite; default
-    /// .toolbelt/knowledge.db in --dir). It holds exactly the --knowledge sources afterwards.
+    /// .toolbelt/knowledge.db in --dir), or a PostgreSQL URL (feature postgres). It holds
+    /// exactly the --knowledge sources afterwards.
     #[arg(long, value_name = "FILE", requires = "knowledge")]
     pub knowledge_db: Option<PathBuf>,
 }
@@ -76,7 +77,7 @@ impl KnowledgeArgs {
             }
         }
         let db = self.db(dir);
-        let base = open_base(&db, true)?;
+        let base = open_base(&db, true).await?;
         let sources: Vec<Source> = self.knowledge.iter().map(Source::new).collect();
         progress.spin(format!("indexing knowledge: {}", self.knowledge.join(" ")));
         let report = base.index(&sources).await;
@@ -91,7 +92,7 @@ impl KnowledgeArgs {
             report.unchanged,
             report.removed,
             report.chunks,
-            db.display(),
+            shown(&db),
             base.mode().describe()
         );
         if report.files == 0 {
