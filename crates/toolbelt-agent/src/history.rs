@@ -13,8 +13,9 @@
 //!   `call_1_2`, ...), pairing each `tool` message with the first unanswered call that had its
 //!   id, so a duplicate id keeps both results;
 //! - replaces arguments that are not a JSON object with valid JSON saying so
-//!   (`{"_malformed_arguments": "<the first 200 characters>"}`; see [`record_tool_calls`],
-//!   which the agent applies to every response before it is stored);
+//!   (`{"_malformed_arguments": "<the first 200 characters>"}`; see
+//!   [`toolbelt_exec::record_calls`], which the agent applies to every response before it is
+//!   stored and run);
 //! - puts each turn's `tool` messages in the assistant's call order (results are stored as
 //!   each call ends, which is completion order);
 //! - drops `tool` messages that answer no call of the assistant message right before them
@@ -30,11 +31,9 @@
 //! `tool` role takes text only); other blocks, and images for a model that does not accept
 //! them, are summarised in the tool message's text.
 
-use std::collections::HashSet;
-
-use serde_json::Value;
 use toolbelt_core::ContentBlock;
-use toolbelt_model::{Message, Role, ToolCall};
+use toolbelt_exec::record_calls;
+use toolbelt_model::{Message, Role};
 
 use crate::{Event, EventKind};
 
@@ -42,10 +41,7 @@ use crate::{Event, EventKind};
 pub const MISSING_RESULT: &str = "Error: no result was recorded for this tool call (the run was interrupted); call it again if you still need it";
 
 /// The key of the object recorded in place of arguments that were not valid JSON.
-pub const MALFORMED_ARGUMENTS_KEY: &str = "_malformed_arguments";
-
-/// How much of malformed arguments is kept in the recorded call, in characters.
-const MALFORMED_PREFIX_CHARS: usize = 200;
+pub use toolbelt_exec::MALFORMED_ARGUMENTS_KEY;
 
 /// A message and the content blocks of the tool result it carries (if any).
 struct Entry {
@@ -119,64 +115,6 @@ pub fn sanitize(messages: Vec<Message>) -> Vec<Message> {
         .collect()
 }
 
-/// The tool calls of a model's response as they are recorded (and replayed to the model):
-/// ids unique and non-empty, arguments a JSON object. Arguments that are not are replaced by
-/// `repair(arguments)` when it gives a JSON object (the agent passes the executor's repair
-/// when repair is on for the run), else by `{"_malformed_arguments": "<first 200 chars>"}`.
-/// Empty arguments are recorded as `{}`.
-pub fn record_tool_calls(
-    calls: &[ToolCall],
-    repair: impl Fn(&str) -> Option<String>,
-) -> Vec<ToolCall> {
-    let mut taken: HashSet<String> = HashSet::new();
-    calls
-        .iter()
-        .enumerate()
-        .map(|(index, call)| {
-            let mut recorded = call.clone();
-            recorded.id = unique_id(&call.id, index, &mut taken);
-            recorded.function.arguments = recorded_arguments(&call.function.arguments, &repair);
-            recorded
-        })
-        .collect()
-}
-
-/// `id`, or `call_{index + 1}` when empty, made unique among `taken` with a `_2`, `_3`, ...
-/// suffix.
-fn unique_id(id: &str, index: usize, taken: &mut HashSet<String>) -> String {
-    let base = if id.trim().is_empty() {
-        format!("call_{}", index + 1)
-    } else {
-        id.to_string()
-    };
-    let mut candidate = base.clone();
-    let mut n = 2;
-    while taken.contains(&candidate) {
-        candidate = format!("{base}_{n}");
-        n += 1;
-    }
-    taken.insert(candidate.clone());
-    candidate
-}
-
-fn is_json_object(text: &str) -> bool {
-    matches!(serde_json::from_str::<Value>(text), Ok(Value::Object(_)))
-}
-
-fn recorded_arguments(arguments: &str, repair: &impl Fn(&str) -> Option<String>) -> String {
-    if arguments.trim().is_empty() {
-        return "{}".to_string();
-    }
-    if is_json_object(arguments) {
-        return arguments.to_string();
-    }
-    if let Some(fixed) = repair(arguments).filter(|fixed| is_json_object(fixed)) {
-        return fixed;
-    }
-    let prefix: String = arguments.chars().take(MALFORMED_PREFIX_CHARS).collect();
-    serde_json::json!({ MALFORMED_ARGUMENTS_KEY: prefix }).to_string()
-}
-
 /// One call of an assistant turn waiting for its answer.
 struct OpenCall {
     /// The id the model gave it (what stored results quote).
@@ -232,19 +170,23 @@ fn sanitize_entries(entries: Vec<Entry>) -> Vec<Entry> {
         }
         close(&mut out, &mut open, &mut held);
         if entry.message.has_tool_calls() {
-            let original = std::mem::take(&mut entry.message.tool_calls);
-            let recorded = record_tool_calls(&original, |_| None);
-            open = original
+            let original_ids: Vec<String> = entry
+                .message
+                .tool_calls
                 .iter()
-                .zip(&recorded)
-                .map(|(o, r)| OpenCall {
-                    original_id: o.id.clone(),
+                .map(|c| c.id.clone())
+                .collect();
+            record_calls(&mut entry.message.tool_calls, false);
+            open = original_ids
+                .into_iter()
+                .zip(&entry.message.tool_calls)
+                .map(|(original_id, r)| OpenCall {
+                    original_id,
                     id: r.id.clone(),
-                    name: r.function.name.clone(),
+                    name: r.name.clone(),
                     answer: None,
                 })
                 .collect();
-            entry.message.tool_calls = recorded;
         }
         out.push(entry);
     }
@@ -305,6 +247,7 @@ fn flush_images(out: &mut Vec<Message>, pending: &mut Vec<(String, String, Conte
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use toolbelt_model::ToolCall;
 
     fn calls(ids: &[&str]) -> Message {
@@ -417,31 +360,17 @@ mod tests {
     #[test]
     fn stored_malformed_arguments_are_replayed_as_valid_json() {
         let mut turn = calls(&["a", "b", "c"]);
-        turn.tool_calls[0].function.arguments = r#"{"path": "x"#.into();
-        turn.tool_calls[1].function.arguments = String::new();
-        turn.tool_calls[2].function.arguments = "[1, 2]".into();
+        turn.tool_calls[0].arguments = r#"{"path": "x"#.into();
+        turn.tool_calls[1].arguments = String::new();
+        turn.tool_calls[2].arguments = "[1, 2]".into();
         let out = sanitize(vec![turn]);
         let args: Vec<Value> = out[0]
             .tool_calls
             .iter()
-            .map(|c| serde_json::from_str(&c.function.arguments).expect("valid JSON"))
+            .map(|c| serde_json::from_str(&c.arguments).expect("valid JSON"))
             .collect();
         assert_eq!(args[0][MALFORMED_ARGUMENTS_KEY], r#"{"path": "x"#);
         assert_eq!(args[1], serde_json::json!({}));
         assert_eq!(args[2][MALFORMED_ARGUMENTS_KEY], "[1, 2]");
-    }
-
-    #[test]
-    fn malformed_arguments_keep_only_a_prefix_and_repair_wins_when_it_works() {
-        let long = format!("{{\"text\": \"{}", "é".repeat(500));
-        let recorded = record_tool_calls(&[ToolCall::new("a", "t", long)], |_| None);
-        let value: Value = serde_json::from_str(&recorded[0].function.arguments).unwrap();
-        let kept = value[MALFORMED_ARGUMENTS_KEY].as_str().unwrap();
-        assert_eq!(kept.chars().count(), MALFORMED_PREFIX_CHARS);
-
-        let repaired = record_tool_calls(&[ToolCall::new("a", "t", "{'a': 1")], |_| {
-            Some(r#"{"a":1}"#.to_string())
-        });
-        assert_eq!(repaired[0].function.arguments, r#"{"a":1}"#);
     }
 }

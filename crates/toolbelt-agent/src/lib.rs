@@ -84,7 +84,7 @@
 //!     match &event.kind {
 //!         EventKind::ModelResponse { message, .. } => {
 //!             for call in &message.tool_calls {
-//!                 println!("calling {} with {}", call.name(), call.arguments());
+//!                 println!("calling {} with {}", call.name, call.arguments);
 //!             }
 //!             answer = message.content.clone();
 //!         }

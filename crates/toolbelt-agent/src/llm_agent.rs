@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use toolbelt_core::{DynTool, DynToolSet, RetryPolicy, Tool, ToolContext, ToolError, ToolFilter};
 use toolbelt_exec::{
     BatchEvent, BatchItem, BatchOptions, CallResult, ExecutionMode, Executor, ExecutorBuilder,
-    Registry, Retry, RunApprovals, ToolSetOptions, ToolSetRefresh, ToolSnapshot, repair_arguments,
+    Registry, Retry, RunApprovals, ToolSetOptions, ToolSetRefresh, ToolSnapshot, record_calls,
 };
 use toolbelt_model::{
     DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall, Usage,
@@ -20,7 +20,7 @@ use crate::framework::{
     AWAIT_USER_REPLY_STATE_KEY, AwaitUserReplyTool, FRAMEWORK_TOOLS, TransferTool,
     is_framework_tool,
 };
-use crate::history::{conversation, record_tool_calls};
+use crate::history::conversation;
 use crate::{Agent, AgentError, Callbacks, DynAgent, ErrorKind, EventKind, Invocation, ToolResult};
 
 /// The default limit of consecutive model turns that call tools.
@@ -398,13 +398,13 @@ fn tool_set_options(refresh_on_run: bool) -> ToolSetOptions {
     })
 }
 
-/// The tool calls of one model response.
+/// The tool calls of one model response, as recorded (see [`record_calls`]) and run.
 struct TurnCalls {
-    /// What the executor runs: the recorded (unique) ids with the model's own arguments.
-    to_run: Vec<ToolCall>,
-    /// As recorded in the response event and the history.
-    recorded: Vec<ToolCall>,
-    /// The calls in `to_run` (by id) whose arguments a person changed before they ran.
+    /// What the executor runs, exactly as the response event and the history record it.
+    calls: Vec<ToolCall>,
+    /// The calls (by id) whose arguments JSON repair changed.
+    repaired: HashSet<String>,
+    /// The calls (by id) whose arguments a person changed before they ran.
     edited: HashSet<String>,
 }
 
@@ -486,7 +486,7 @@ impl LlmAgent {
     pub async fn invoke_tool(&self, name: &str, arguments: &str) -> CallResult {
         let ctx = ToolContext::new();
         let tools = self.snapshot(&ctx, None, &[]).await;
-        let call = toolbelt_exec::ToolCall::new(crate::id::new_id(), name, arguments);
+        let call = ToolCall::new(crate::id::new_id(), name, arguments);
         let options = self.batch_options(None).snapshot(tools);
         let mut items = self
             .executor
@@ -667,20 +667,8 @@ impl LlmAgent {
             },
         };
         callbacks.after_model(inv, &mut message).await?;
-        let repair = self.repairs_json(inv);
-        let recorded = record_tool_calls(&message.tool_calls, |text| {
-            repair
-                .then(|| repair_arguments(text).ok())
-                .flatten()
-                .map(|fixed| fixed.text)
-        });
-        let to_run: Vec<ToolCall> = message
-            .tool_calls
-            .iter()
-            .zip(&recorded)
-            .map(|(asked, recorded)| ToolCall::new(&recorded.id, asked.name(), asked.arguments()))
-            .collect();
-        message.tool_calls = recorded.clone();
+        let repaired = record_calls(&mut message.tool_calls, self.repairs_json(inv));
+        let calls = message.tool_calls.clone();
         let cut = finish_reason == Some(FinishReason::Length);
         inv.emit(inv.new_event(EventKind::ModelResponse {
             message,
@@ -698,8 +686,8 @@ impl LlmAgent {
                 .await?;
         }
         Ok(Some(TurnCalls {
-            to_run,
-            recorded,
+            calls,
+            repaired,
             edited: HashSet::new(),
         }))
     }
@@ -783,15 +771,10 @@ impl LlmAgent {
         calls: &TurnCalls,
         approvals: RunApprovals,
     ) -> Result<TurnEnd, AgentError> {
-        let recorded = &calls.recorded;
-        let batch: Vec<toolbelt_exec::ToolCall> = calls
-            .to_run
-            .iter()
-            .map(|call| toolbelt_exec::ToolCall::new(&call.id, call.name(), call.arguments()))
-            .collect();
+        let batch = &calls.calls;
         let options = self.batch_options(Some(inv)).snapshot(tools.clone());
         let ctx = self.tool_context(inv).with_extension(approvals);
-        let mut events = self.executor.execute_batch_stream(&ctx, &batch, &options);
+        let mut events = self.executor.execute_batch_stream(&ctx, batch, &options);
         let mut pending: Vec<Option<ToolCall>> = vec![None; batch.len()];
         let mut paused = false;
         while let Some(event) = events.next().await {
@@ -850,6 +833,10 @@ impl LlmAgent {
                     }
                     _ => {
                         let mut result = tool_result(result);
+                        if calls.repaired.contains(&result.call_id) {
+                            result.repaired_arguments =
+                                batch.get(index).map(|c| c.arguments.clone());
+                        }
                         if calls.edited.contains(&result.call_id) {
                             let arguments = batch.get(index).map_or("", |c| &c.arguments);
                             let note = crate::approval::edited_note(arguments);
@@ -862,12 +849,8 @@ impl LlmAgent {
                     index,
                     item: BatchItem::Pending(call),
                 } => {
-                    let handed_back = recorded
-                        .get(index)
-                        .cloned()
-                        .unwrap_or_else(|| ToolCall::new(call.id, call.name, call.arguments));
                     if let Some(slot) = pending.get_mut(index) {
-                        *slot = Some(handed_back);
+                        *slot = Some(call);
                     }
                     continue;
                 }
@@ -1041,7 +1024,7 @@ impl LlmAgent {
             else {
                 return Ok(());
             };
-            if calls.to_run.is_empty() {
+            if calls.calls.is_empty() {
                 return Ok(());
             }
             if tool_turns == self.max_tool_iterations {
@@ -1154,8 +1137,8 @@ impl LlmAgent {
             return Ok(TurnEnd::Continue);
         }
         let calls = TurnCalls {
-            recorded: to_run.clone(),
-            to_run,
+            calls: to_run,
+            repaired: HashSet::new(),
             edited,
         };
         self.run_tools(inv, tools, &calls, approvals).await

@@ -417,10 +417,10 @@ async fn an_execution_filter_hands_calls_back_and_the_run_resumes_with_tool_mess
         assert_eq!(handed_back.len(), 1);
         let pending = handed_back[0];
         assert_eq!(
-            (pending.id.as_str(), pending.name()),
+            (pending.id.as_str(), pending.name.as_str()),
             ("call_2", "ask_browser")
         );
-        assert_eq!(pending.arguments(), r#"{"question":"where am I?"}"#);
+        assert_eq!(pending.arguments, r#"{"question":"where am I?"}"#);
 
         // The caller runs it and resumes the session with a role=tool message.
         let answer = Message::tool("call_2", "ask_browser", "Lyon");

@@ -202,7 +202,7 @@ async fn stream_inner_forwards_the_childs_deltas_and_tool_events_in_order_with_p
         e.tool_call_id.is_none() && !e.tool_calls().is_empty()
     });
     let child_call = position(&events, |e| {
-        e.tool_call_id.is_some() && e.tool_calls().iter().any(|c| c.name() == "Read")
+        e.tool_call_id.is_some() && e.tool_calls().iter().any(|c| c.name == "Read")
     });
     let child_read = position(&events, |e| {
         e.tool_call_id.is_some() && e.tool_result().is_some_and(|r| r.name == "Read")
@@ -252,7 +252,7 @@ async fn exclude_mode_hides_the_childs_text_but_keeps_its_tool_events() {
         .filter(|e| e.kind.type_name() == "model_response")
         .collect();
     assert_eq!(responses.len(), 1, "only the response that calls Read");
-    assert_eq!(responses[0].tool_calls()[0].name(), "Read");
+    assert_eq!(responses[0].tool_calls()[0].name, "Read");
     assert!(responses[0].message().unwrap().content.is_empty());
     let read: Vec<_> = inner.iter().filter_map(|e| e.tool_result()).collect();
     assert_eq!(read.len(), 1);

@@ -270,7 +270,7 @@ async fn malformed_arguments_are_recorded_as_valid_json_and_a_strict_server_acce
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         // What is recorded (and shown) is valid JSON that keeps what the model wrote.
         let recorded = &of(&events, "model_response")[0].tool_calls()[0];
-        let args: Value = serde_json::from_str(recorded.arguments()).unwrap();
+        let args: Value = serde_json::from_str(&recorded.arguments).unwrap();
         assert_eq!(
             args,
             json!({ MALFORMED_ARGUMENTS_KEY: r#"{"a": 6, "b": 7,"# })
@@ -313,7 +313,8 @@ async fn repaired_arguments_are_what_the_history_replays() {
     assert_eq!(
         results(&events)[0].repaired_arguments.as_deref(),
         of(&events, "model_response")[0].tool_calls()[0]
-            .arguments()
+            .arguments
+            .as_str()
             .into()
     );
 }

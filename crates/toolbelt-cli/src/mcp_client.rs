@@ -348,20 +348,20 @@ fn declarations(request: &SamplingRequest) -> Result<Vec<Declaration>, SamplingE
 /// One of the model's tool calls for the server; arguments that are not a JSON object fail
 /// the request (the server could not run the call).
 fn tool_use(call: &ToolCall) -> Result<SamplingToolUse, SamplingError> {
-    let arguments = call.arguments().trim();
+    let arguments = call.arguments.as_str().trim();
     let input = if arguments.is_empty() {
         JsonObject::new()
     } else {
         serde_json::from_str::<JsonObject>(arguments).map_err(|err| {
             SamplingError::failed(format!(
                 "the model called {:?} with arguments that are not a JSON object: {err}",
-                call.name()
+                call.name.as_str()
             ))
         })?
     };
     Ok(SamplingToolUse {
         id: call.id.clone(),
-        name: call.name().to_string(),
+        name: call.name.clone(),
         input,
     })
 }

@@ -73,7 +73,10 @@ async fn json_prints_every_event_of_a_tool_round_one_per_line() {
         _ => None,
     });
     let calls = calls.expect("a response with the tool call");
-    assert_eq!((calls[0].id.as_str(), calls[0].name()), ("call_1", "Read"));
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].name.as_str()),
+        ("call_1", "Read")
+    );
     let result = events.iter().find_map(Event::tool_result).unwrap();
     assert_eq!(
         (result.call_id.as_str(), result.is_error),

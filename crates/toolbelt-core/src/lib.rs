@@ -67,6 +67,7 @@
 
 #![warn(missing_docs)]
 
+mod call;
 mod caller;
 mod canonical;
 mod context;
@@ -87,6 +88,7 @@ mod tool;
 mod toolset;
 mod visible;
 
+pub use call::ToolCall;
 pub use caller::ToolCaller;
 pub use canonical::write_canonical_json;
 pub use context::{Extensions, ToolContext};

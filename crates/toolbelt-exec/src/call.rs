@@ -1,38 +1,11 @@
-//! A model's tool call and what the executor hands back for it.
+//! What the executor hands back for a model's tool call ([`ToolCall`], defined in
+//! `toolbelt-core` and shared with the model clients and the agent).
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use toolbelt_core::{ToolError, ToolOutput};
+use toolbelt_core::{ToolCall, ToolError, ToolOutput};
 
 use crate::artifact::ArtifactRef;
-
-/// One tool call as a model emits it: its `tool_call_id`, the tool's name and the raw JSON
-/// arguments (which may be empty, or not quite JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The `tool_call_id` the model gave the call; the result must carry it back.
-    pub id: String,
-    /// The name of the tool the model asked for.
-    pub name: String,
-    /// The arguments as the model wrote them.
-    pub arguments: String,
-}
-
-impl ToolCall {
-    /// A call with this id, tool name and raw arguments.
-    pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        arguments: impl Into<String>,
-    ) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-}
 
 /// What happened to one call that the executor ran (or refused to run).
 ///

@@ -429,6 +429,10 @@ impl Executor {
             ctx = ctx.with_call_id(call_id.clone());
         }
 
+        // Arguments the model broke beyond repair, as the agent records them.
+        if let Some(refusal) = crate::record::refuse_placeholder(&call.arguments) {
+            return Err(refusal);
+        }
         // Repair, then validation.
         let mut arguments: Arc<str> = if settings.repair_json {
             let fixed = repair_arguments(&call.arguments)?;

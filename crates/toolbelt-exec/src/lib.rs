@@ -165,6 +165,7 @@ mod hooks;
 mod interrupt;
 mod lane;
 mod middleware;
+mod record;
 mod registry;
 mod repair;
 mod retry;
@@ -183,13 +184,15 @@ pub use artifact::{S3ArtifactStore, S3ArtifactStoreBuilder};
 pub use audit::{Audit, AuditOutcome, AuditRecord, is_secret_key, redact_secrets};
 pub use batch::{BatchOptions, ExecutionFilter, ExecutionMode};
 pub use cache::{CACHE_META_KEY, CacheStats, ResultCache};
-pub use call::{BatchItem, CallResult, ToolCall};
+pub use call::{BatchItem, CallResult};
+// The one tool-call type, shared with the model clients and the agent.
 pub use caller::WeakExecutor;
 pub use config::{DEFAULT_MAX_BATCH_CALLS, ExecutorConfig};
 pub use events::{BatchEvent, BatchStream};
 pub use executor::{Executor, ExecutorBuilder};
 pub use hooks::{AfterAction, AfterHook, BeforeAction, BeforeHook, HookCall};
 pub use middleware::{DynMiddleware, Middleware, Next, ToolRequest};
+pub use record::{MALFORMED_ARGUMENTS_KEY, record_calls};
 pub use registry::{
     DEFAULT_LISTING_TIMEOUT, Registry, RegistryError, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
 };
@@ -199,4 +202,5 @@ pub use suggest::{edit_distance, suggest};
 pub use timeout::Timeout;
 /// The retry schedule [`Retry`] runs on (the same type model calls use).
 pub use toolbelt_core::RetryPolicy;
+pub use toolbelt_core::ToolCall;
 pub use validate::ValidatorCache;

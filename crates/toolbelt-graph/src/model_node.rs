@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use toolbelt_agent::history::{record_tool_calls, sanitize};
+use toolbelt_agent::history::sanitize;
 use toolbelt_agent::{AgentError, EventKind};
 use toolbelt_core::{Declaration, ToolContext};
-use toolbelt_exec::repair_arguments;
+use toolbelt_exec::record_calls;
 use toolbelt_model::{DynModel, GenerationConfig, Message, Model, Request, Response};
 
 use crate::tools_node::Offered;
@@ -148,9 +148,7 @@ impl<S: State> Node<S> for ModelNode {
                 }
             };
         ctx.callbacks().after_model(inv, &mut message).await?;
-        message.tool_calls = record_tool_calls(&message.tool_calls, |text| {
-            repair_arguments(text).ok().map(|fixed| fixed.text)
-        });
+        record_calls(&mut message.tool_calls, true);
         inv.emit(inv.new_event(EventKind::ModelResponse {
             message: message.clone(),
             finish_reason,

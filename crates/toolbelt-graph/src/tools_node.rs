@@ -10,7 +10,7 @@ use toolbelt_exec::{
     BatchEvent, BatchItem, BatchOptions, ExecutionMode, Executor, ExecutorBuilder, Registry, Retry,
     ToolSetOptions, ToolSnapshot,
 };
-use toolbelt_model::{Message, Role};
+use toolbelt_model::{Message, Role, ToolCall};
 
 use crate::{Node, NodeContext, NodeError, State};
 
@@ -217,7 +217,7 @@ impl ToolsNode {
 }
 
 /// The calls of the last assistant message that no later tool message answers.
-fn open_calls(messages: &[Message]) -> Vec<toolbelt_model::ToolCall> {
+fn open_calls(messages: &[Message]) -> Vec<ToolCall> {
     let Some(at) = messages.iter().rposition(|m| m.role == Role::Assistant) else {
         return Vec::new();
     };
@@ -252,10 +252,7 @@ impl<S: State> Node<S> for ToolsNode {
             inv.emit(inv.new_event(EventKind::Warning { message }))
                 .await?;
         }
-        let batch: Vec<toolbelt_exec::ToolCall> = calls
-            .iter()
-            .map(|c| toolbelt_exec::ToolCall::new(&c.id, c.name(), c.arguments()))
-            .collect();
+        let batch = calls;
         let mut options = BatchOptions::new().snapshot(tools);
         if let Some(mode) = self.mode {
             options = options.mode(mode);

@@ -63,12 +63,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The call comes back under the declared name, whatever the wire carried.
         println!(
             "{provider}: the model calls {}({})",
-            call.name(),
-            call.arguments()
+            call.name.as_str(),
+            call.arguments.as_str()
         );
         let call = call.clone();
         messages.push(first.message.clone().ok_or("no message")?);
-        messages.push(Message::tool(&call.id, call.name(), "lunch at noon"));
+        messages.push(Message::tool(&call.id, &call.name, "lunch at noon"));
         let second = ask(&model, &messages, &notes).await?;
         let answer = second.message.map(|m| m.content).unwrap_or_default();
         println!("{provider}: the model answers {answer:?}");

@@ -47,11 +47,11 @@ impl MessageAssembler {
         if let Some(name) = fragment.name.as_deref().filter(|n| !n.is_empty()) {
             // Most servers send the name once; a few send it whole on every fragment, and
             // a few in pieces. Appending unless it repeats handles all three.
-            if call.function.name != name {
-                call.function.name.push_str(name);
+            if call.name != name {
+                call.name.push_str(name);
             }
         }
-        call.function.arguments.push_str(&fragment.arguments);
+        call.arguments.push_str(&fragment.arguments);
     }
 
     /// The text so far.
@@ -115,7 +115,7 @@ mod tests {
         let mut asm = MessageAssembler::new();
         asm.push(&fragment(0, Some("a"), Some("read"), "{"));
         asm.push(&fragment(0, Some("a"), Some("read"), "}"));
-        assert_eq!(asm.finish().tool_calls[0].function.name, "read");
+        assert_eq!(asm.finish().tool_calls[0].name, "read");
     }
 
     #[test]

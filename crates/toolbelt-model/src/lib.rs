@@ -167,7 +167,7 @@ pub use assemble::MessageAssembler;
 pub use declare::{ToolDialect, WireTools, strip_added_nulls, wire_tools};
 pub use error::ModelError;
 pub use fallback::{FallbackModel, FallbackNotice, FallbackObserver};
-pub use message::{ContentPart, FunctionCall, Message, ReplayItem, Role, ToolCall};
+pub use message::{ContentPart, Message, ReplayItem, Role, ToolCall};
 pub use model::{DynModel, Model, ResponseStream};
 pub use openai::{
     ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_MODEL_IMAGES, OPENAI_DEFAULT_BASE_URL, OpenAiConfig,

@@ -32,63 +32,7 @@ impl Role {
     }
 }
 
-/// The function part of a tool call: which tool and with what arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FunctionCall {
-    /// The tool's name as the model wrote it (it may not exist).
-    #[serde(default)]
-    pub name: String,
-    /// The arguments as raw JSON text, exactly as the model produced them (possibly
-    /// malformed or empty).
-    #[serde(default)]
-    pub arguments: String,
-}
-
-/// One tool call requested by the assistant.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The id the tool's result must quote in [`Message::tool_call_id`].
-    #[serde(default)]
-    pub id: String,
-    /// Always `"function"` on the wire.
-    #[serde(rename = "type", default = "function_kind")]
-    pub kind: String,
-    /// The tool and its arguments.
-    #[serde(default)]
-    pub function: FunctionCall,
-}
-
-fn function_kind() -> String {
-    "function".to_string()
-}
-
-impl ToolCall {
-    /// A function call with this id, tool name and raw JSON arguments.
-    pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        arguments: impl Into<String>,
-    ) -> Self {
-        Self {
-            id: id.into(),
-            kind: function_kind(),
-            function: FunctionCall {
-                name: name.into(),
-                arguments: arguments.into(),
-            },
-        }
-    }
-
-    /// The tool's name (shorthand for `function.name`).
-    pub fn name(&self) -> &str {
-        &self.function.name
-    }
-
-    /// The raw JSON arguments (shorthand for `function.arguments`).
-    pub fn arguments(&self) -> &str {
-        &self.function.arguments
-    }
-}
+pub use toolbelt_core::ToolCall;
 
 /// One message of a conversation.
 ///

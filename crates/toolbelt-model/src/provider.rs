@@ -251,11 +251,11 @@ impl Fixer {
             return;
         };
         for call in &mut message.tool_calls {
-            call.function.name = self.tools.original(&call.function.name).to_string();
+            call.name = self.tools.original(&call.name).to_string();
             if self.strict
-                && let Some(schema) = self.schemas.get(&call.function.name)
+                && let Some(schema) = self.schemas.get(&call.name)
             {
-                call.function.arguments = strip_added_nulls(&call.function.arguments, schema);
+                call.arguments = strip_added_nulls(&call.arguments, schema);
             }
         }
     }

@@ -42,7 +42,7 @@ pub(crate) fn request_body(
                 json!({
                     "type": "function",
                     "function": {
-                        "name": d.name.as_str(),
+                        "name": d.name,
                         "description": d.description,
                         "parameters": d.input_schema,
                     }
@@ -427,7 +427,7 @@ mod tests {
             "tool_calls":[{"id":"c","type":"function","function":{"name":"t","arguments":{"a":1}}}]},
             "finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
         let response = parse_completion(body).unwrap();
-        assert_eq!(response.tool_calls()[0].arguments(), r#"{"a":1}"#);
+        assert_eq!(response.tool_calls()[0].arguments, r#"{"a":1}"#);
         assert_eq!(response.finish_reason, Some(FinishReason::ToolCalls));
         assert_eq!(response.usage.unwrap().total_tokens, 7);
     }

@@ -94,13 +94,9 @@ async fn call(model: &ProviderModel, request: Request) -> Result<Response, Model
             let names: Vec<_> = assembled
                 .tool_calls
                 .iter()
-                .map(|c| c.name().to_string())
+                .map(|c| c.name.clone())
                 .collect();
-            let final_names: Vec<_> = message
-                .tool_calls
-                .iter()
-                .map(|c| c.name().to_string())
-                .collect();
+            let final_names: Vec<_> = message.tool_calls.iter().map(|c| c.name.clone()).collect();
             assert_eq!(names, final_names);
         }
         assert!(
@@ -117,7 +113,7 @@ fn answer_all(message: &Message, text: &str) -> Vec<Message> {
     message
         .tool_calls
         .iter()
-        .map(|c| Message::tool(&c.id, c.name(), format!("{text} {}", c.name())))
+        .map(|c| Message::tool(&c.id, &c.name, format!("{text} {}", c.name.as_str())))
         .collect()
 }
 
@@ -152,13 +148,13 @@ async fn two_tool_rounds_then_an_answer_streamed_and_not() {
                 if round == 0 {
                     // The wire name (Gemini keeps dots, the others cannot) maps back.
                     assert_eq!(
-                        message.tool_calls[0].name(),
+                        message.tool_calls[0].name.as_str(),
                         "fs.read",
                         "{provider} {stream}"
                     );
                     if provider == Provider::OpenAiResponses {
                         // Strict mode's nulls for optional properties are taken back out.
-                        assert_eq!(message.tool_calls[0].arguments(), r#"{"path":"a.txt"}"#);
+                        assert_eq!(message.tool_calls[0].arguments, r#"{"path":"a.txt"}"#);
                     }
                 }
                 messages.push(message.clone());
@@ -207,7 +203,7 @@ async fn parallel_calls_are_answered_together() {
                 .unwrap();
             let message = response.message.unwrap();
             assert_eq!(message.tool_calls.len(), 2, "{provider}");
-            assert_eq!(message.tool_calls[1].arguments(), r#"{"a":3,"b":4}"#);
+            assert_eq!(message.tool_calls[1].arguments, r#"{"a":3,"b":4}"#);
             assert_ne!(message.tool_calls[0].id, message.tool_calls[1].id);
             messages.push(message.clone());
             messages.extend(answer_all(&message, "sum"));
@@ -712,7 +708,7 @@ async fn a_freeform_tool_is_a_custom_tool_on_responses_and_a_function_elsewhere(
             let response = call(&model, ask(messages.clone())).await.unwrap();
             let message = response.message.unwrap();
             // Whichever way the model wrote it, the tool gets `{"input": <the text>}`.
-            let arguments: Value = serde_json::from_str(message.tool_calls[0].arguments()).unwrap();
+            let arguments: Value = serde_json::from_str(&message.tool_calls[0].arguments).unwrap();
             assert_eq!(arguments, json!({"input": patch}), "{provider} {stream}");
             messages.push(message.clone());
             messages.extend(answer_all(&message, "applied"));

@@ -639,7 +639,7 @@ async fn a_strict_server_refuses_unparsable_arguments_and_duplicate_ids_in_histo
         let mut messages = vec![Message::user("q")];
         let answers: Vec<Message> = calls
             .iter()
-            .map(|c| Message::tool(c.id.clone(), c.name(), "ok"))
+            .map(|c| Message::tool(c.id.clone(), &c.name, "ok"))
             .collect();
         messages.push(Message::assistant_tool_calls("", calls));
         messages.extend(answers);

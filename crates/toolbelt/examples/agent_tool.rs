@@ -129,7 +129,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             // call); the complete responses below repeat them, one line each.
             EventKind::ModelResponse { message, .. } => {
                 for call in &message.tool_calls {
-                    println!("{from} calls {}({})", call.name(), call.arguments());
+                    println!("{from} calls {}({})", call.name, call.arguments);
                 }
                 if !message.content.is_empty() {
                     println!("{from} says: {}", message.content);

@@ -121,7 +121,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         match &event.kind {
             EventKind::ModelResponse { message, .. } => {
                 for call in &message.tool_calls {
-                    println!("calls {}({})", call.name(), call.arguments());
+                    println!("calls {}({})", call.name, call.arguments);
                 }
                 if !message.content.is_empty() {
                     println!("says: {}", message.content);

@@ -573,7 +573,7 @@ fn called_this_run(messages: &[Message]) -> Vec<String> {
     messages[start..]
         .iter()
         .filter(|m| m.role == Role::Assistant)
-        .flat_map(|m| m.tool_calls.iter().map(|c| c.name().to_string()))
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.clone()))
         .collect()
 }
 

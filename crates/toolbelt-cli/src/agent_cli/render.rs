@@ -195,7 +195,7 @@ impl Renderer {
                     message
                         .tool_calls
                         .iter()
-                        .map(|c| (c.id.clone(), short_args(c.arguments()))),
+                        .map(|c| (c.id.clone(), short_args(c.arguments.as_str()))),
                 );
             }
             EventKind::ToolResult { result } => {
@@ -290,7 +290,7 @@ impl Renderer {
                 ));
             }
             EventKind::PendingToolCalls { calls } => {
-                let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
+                let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
                 self.spinner.println(&format!(
                     "toolbelt: {} tool calls were handed back unrun: {}",
                     calls.len(),
@@ -336,8 +336,8 @@ impl Renderer {
             .iter()
             .map(|c| Call {
                 id: c.id.clone(),
-                name: c.name().to_string(),
-                args: short_args(c.arguments()),
+                name: c.name.clone(),
+                args: short_args(c.arguments.as_str()),
                 note: None,
                 running: true,
                 started: Instant::now(),

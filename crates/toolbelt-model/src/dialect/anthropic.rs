@@ -69,7 +69,7 @@ fn assistant_blocks(message: &Message, tools: &WireTools) -> Vec<Value> {
     }
     for call in &message.tool_calls {
         blocks.push(json!({"type": "tool_use", "id": call.id,
-            "name": tools.wire_name(call.name()), "input": arguments_object(call.arguments())}));
+            "name": tools.wire_name(&call.name), "input": arguments_object(&call.arguments)}));
     }
     blocks
 }

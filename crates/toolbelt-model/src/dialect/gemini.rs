@@ -72,8 +72,8 @@ fn model_parts(message: &Message, tools: &WireTools) -> Vec<Value> {
     }
     let written_here = message.replay_of(PROVIDER).next().is_some();
     for (i, call) in message.tool_calls.iter().enumerate() {
-        let mut part = json!({"functionCall": {"name": tools.wire_name(call.name()),
-            "args": arguments_object(call.arguments())}});
+        let mut part = json!({"functionCall": {"name": tools.wire_name(&call.name),
+            "args": arguments_object(&call.arguments)}});
         match signature(message, Some(i)) {
             Some(sig) => part["thoughtSignature"] = json!(sig),
             // Only the first call of a turn carries a signature.
@@ -104,7 +104,7 @@ pub(crate) fn body(request: &Request, tools: &WireTools, images: bool) -> Value 
             Role::User => ("user", user_parts(message, images)),
             Role::Assistant => {
                 for call in &message.tool_calls {
-                    names.insert(call.id.as_str(), call.name());
+                    names.insert(call.id.as_str(), call.name.as_str());
                 }
                 ("model", model_parts(message, tools))
             }

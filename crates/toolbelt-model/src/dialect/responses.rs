@@ -72,15 +72,15 @@ pub(crate) fn body(model: &str, request: &Request, tools: &WireTools, images: bo
                         "content": [{"type": "output_text", "text": message.content}]}));
                 }
                 for (i, call) in message.tool_calls.iter().enumerate() {
-                    let name = tools.wire_name(call.name());
+                    let name = tools.wire_name(&call.name);
                     let mut item = match tools.freeform_argument(name) {
                         Some(argument) => {
                             custom_calls.insert(call.id.as_str());
                             json!({"type": "custom_tool_call", "call_id": call.id,
-                                "name": name, "input": freeform_text(call.arguments(), argument)})
+                                "name": name, "input": freeform_text(call.arguments.as_str(), argument)})
                         }
                         None => json!({"type": "function_call", "call_id": call.id,
-                            "name": name, "arguments": call.arguments()}),
+                            "name": name, "arguments": call.arguments}),
                     };
                     if let Some(id) = message
                         .replay_of(PROVIDER)

@@ -215,7 +215,7 @@ fn pieces(text: &str, size: usize) -> Vec<String> {
 }
 
 fn arguments(call: &ToolCall) -> Value {
-    serde_json::from_str(call.arguments()).unwrap_or(json!({}))
+    serde_json::from_str(&call.arguments).unwrap_or(json!({}))
 }
 
 async fn handle(
@@ -509,7 +509,9 @@ fn anthropic_answer(
         blocks.push(json!({"type": "text", "text": answer.content}));
     }
     for call in &answer.calls {
-        blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name(), "input": arguments(call)}));
+        blocks.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments(call)}),
+        );
     }
     let stop = if answer.truncated {
         "max_tokens"
@@ -937,12 +939,12 @@ fn custom_tools(body: &Value) -> HashSet<String> {
 /// The text of a scripted call to a custom tool: its arguments' one string value when they
 /// are a JSON object holding one, else the arguments as written.
 fn custom_input(call: &ToolCall) -> String {
-    match serde_json::from_str::<Value>(call.arguments()) {
+    match serde_json::from_str::<Value>(&call.arguments) {
         Ok(Value::Object(object)) if object.len() == 1 => match object.values().next() {
             Some(Value::String(text)) => text.clone(),
-            _ => call.arguments().to_string(),
+            _ => call.arguments.clone(),
         },
-        _ => call.arguments().to_string(),
+        _ => call.arguments.clone(),
     }
 }
 
@@ -970,12 +972,12 @@ fn responses_answer(
         if !answer.reasoning.is_empty() {
             issued.reasoning.insert(id.clone(), reasoning_id.clone());
         }
-        output.push(if custom.contains(call.name()) {
+        output.push(if custom.contains(call.name.as_str()) {
             json!({"type": "custom_tool_call", "id": id, "call_id": call.id,
-            "name": call.name(), "input": custom_input(call), "status": "completed"})
+            "name": call.name, "input": custom_input(call), "status": "completed"})
         } else {
             json!({"type": "function_call", "id": id, "call_id": call.id,
-            "name": call.name(), "arguments": call.arguments(), "status": "completed"})
+            "name": call.name, "arguments": call.arguments, "status": "completed"})
         });
     }
     let (status, incomplete) = if answer.truncated {
@@ -1424,7 +1426,7 @@ fn gemini_answer(answer: Answer, stream: bool, issued: &mut Issued) -> HttpRespo
         parts.push(json!({"text": answer.content}));
     }
     for (i, call) in answer.calls.iter().enumerate() {
-        let mut part = json!({"functionCall": {"name": call.name(), "args": arguments(call)}});
+        let mut part = json!({"functionCall": {"name": call.name, "args": arguments(call)}});
         // Only the first call of a turn carries the signature.
         if i == 0 {
             let signature = format!("c2lnbmF0dXJl{n}");

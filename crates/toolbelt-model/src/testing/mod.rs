@@ -718,9 +718,9 @@ fn chunks(model: &str, content: &str, tool_calls: &[ToolCall], finish: &str) -> 
     }
     for (index, call) in tool_calls.iter().enumerate() {
         let head = json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                          "function": {"name": call.function.name, "arguments": ""}}]});
+                          "function": {"name": call.name, "arguments": ""}}]});
         out.push(chunk(model, head, None));
-        let args: Vec<char> = call.function.arguments.chars().collect();
+        let args: Vec<char> = call.arguments.chars().collect();
         for piece in args.chunks(4) {
             let text: String = piece.iter().collect();
             let part = json!({"tool_calls": [{"index": index, "function": {"arguments": text}}]});
