@@ -174,7 +174,12 @@ fn bench(c: &mut Criterion) {
             Message::system("You are a benchmark."),
             Message::user("What is the answer?"),
         ])
-        .with_tools(tools().iter().map(|t| t.declaration().clone()).collect())
+        .with_tools(
+            tools()
+                .iter()
+                .map(|t| t.declaration().clone())
+                .collect::<Vec<_>>(),
+        )
         .with_config(GenerationConfig {
             stream,
             ..GenerationConfig::default()
@@ -261,7 +266,12 @@ fn bench_dialects(c: &mut Criterion) {
                 Message::system("You are a benchmark."),
                 Message::user("What is the answer?"),
             ])
-            .with_tools(tools().iter().map(|t| t.declaration().clone()).collect())
+            .with_tools(
+                tools()
+                    .iter()
+                    .map(|t| t.declaration().clone())
+                    .collect::<Vec<_>>(),
+            )
             .with_config(config.clone());
             group.bench_function("model_call_only", |b| {
                 b.to_async(&rt).iter(|| async {

@@ -12,7 +12,8 @@ use toolbelt_exec::{
     Registry, Retry, RunApprovals, ToolSetOptions, ToolSetRefresh, ToolSnapshot, record_calls,
 };
 use toolbelt_model::{
-    DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall, Usage,
+    DynModel, FinishReason, GenerationConfig, Message, Model, Request, Response, ToolCall, Tools,
+    Usage,
 };
 
 use crate::callbacks::{Active, ToolCallbackHooks};
@@ -623,7 +624,7 @@ impl LlmAgent {
         }
     }
 
-    async fn request(&self, inv: &Invocation, tools: &ToolSnapshot) -> Result<Request, AgentError> {
+    async fn request(&self, inv: &Invocation, tools: &Tools) -> Result<Request, AgentError> {
         let events = inv.history().await?;
         let mut messages = Vec::with_capacity(events.len() + 1);
         if !self.instruction.is_empty() {
@@ -634,7 +635,7 @@ impl LlmAgent {
         // the executor's business (`parallel_tools`); forbidding the model to ask for several
         // calls at once would only cost extra turns, and some servers reject the field.
         Ok(Request::new(messages)
-            .with_tools(tools.declarations())
+            .with_tools(tools.clone())
             .with_config(self.config.clone()))
     }
 
@@ -1016,8 +1017,10 @@ impl LlmAgent {
         }
         let mut tool_turns = 0;
         let mut warned = HashSet::new();
+        // Declared once per run: every request of the run shares them (and their shapes).
+        let offered = Tools::new(tools.declarations());
         loop {
-            let request = self.request(inv, &tools).await?;
+            let request = self.request(inv, &offered).await?;
             let Some(calls) = self
                 .call_model(inv, callbacks, request, &mut warned)
                 .await?

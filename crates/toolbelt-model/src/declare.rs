@@ -95,6 +95,9 @@ pub struct WireTools {
     pub warnings: Vec<String>,
     /// Wire name → the argument that receives the text, for tools declared freeform.
     freeform: HashMap<String, String>,
+    /// Declared name → input schema, for a strict dialect (its calls' added `null`s are
+    /// removed against it); empty otherwise.
+    strict_schemas: HashMap<String, Value>,
 }
 
 impl WireTools {
@@ -107,6 +110,33 @@ impl WireTools {
     /// `None` when the tool was declared with a JSON schema.
     pub fn freeform_argument(&self, wire: &str) -> Option<&str> {
         self.freeform.get(wire).map(String::as_str)
+    }
+
+    /// Maps a response's tool names back to the declared ones and, for a strict dialect,
+    /// removes the `null`s strict mode made the model send for optional properties (see
+    /// [`strip_added_nulls`]); a final response also carries the declarations' warnings.
+    pub(crate) fn fix(&self, response: &mut crate::Response) {
+        for fragment in &mut response.delta.tool_calls {
+            if let Some(name) = &mut fragment.name
+                && let Some(declared) = self.renamed.get(name.as_str())
+            {
+                *name = declared.clone();
+            }
+        }
+        if !response.partial {
+            response.warnings.extend(self.warnings.iter().cloned());
+        }
+        let Some(message) = &mut response.message else {
+            return;
+        };
+        for call in &mut message.tool_calls {
+            if let Some(declared) = self.renamed.get(&call.name) {
+                call.name = declared.clone();
+            }
+            if let Some(schema) = self.strict_schemas.get(&call.name) {
+                call.arguments = strip_added_nulls(&call.arguments, schema);
+            }
+        }
     }
 
     /// The wire name of declared tool `name`.
@@ -144,6 +174,13 @@ pub fn wire_tools(dialect: ToolDialect, declarations: &[Declaration]) -> WireToo
             continue;
         }
         let schema = Value::Object(declaration.input_schema.clone());
+        if matches!(
+            dialect,
+            ToolDialect::OpenAiStrict | ToolDialect::OpenAiResponses
+        ) {
+            out.strict_schemas
+                .insert(declared.to_string(), schema.clone());
+        }
         let shaped = match dialect {
             ToolDialect::OpenAi => Ok(json!({"type": "function", "function": {
                 "name": name, "description": description, "parameters": schema}})),

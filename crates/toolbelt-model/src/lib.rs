@@ -174,7 +174,7 @@ pub use openai::{
     OpenAiModel,
 };
 pub use provider::{Provider, ProviderModel, connect};
-pub use request::{GenerationConfig, Request, ToolChoice};
+pub use request::{GenerationConfig, Request, ToolChoice, Tools};
 pub use response::{Delta, FinishReason, Response, ToolCallDelta, Usage};
 pub use retry::{RetryNotice, RetryObserver};
 pub use toolbelt_core::RetryPolicy;

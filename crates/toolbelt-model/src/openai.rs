@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use toolbelt_core::RetryPolicy;
 
 use crate::assemble::MessageAssembler;
+use crate::declare::{ToolDialect, WireTools};
 use crate::http::{
     Body, BodyKind, Http, MAX_BODY, MAX_SNIPPET_BODY, MAX_STREAM, StreamBodyError, body_kind,
     header_value, is_json, limited, media_type,
@@ -251,10 +252,15 @@ impl OpenAiModel {
     /// Sends the request; a 400 to a request with images is taken as "this model does not
     /// take images": the request is sent once more with text notes in their place, and
     /// every later request too.
-    async fn send_request(&self, request: &Request) -> Result<reqwest::Response, ModelError> {
+    async fn send_request(
+        &self,
+        request: &Request,
+        tools: &WireTools,
+    ) -> Result<reqwest::Response, ModelError> {
         let images = self.sends_images() && request.messages.iter().any(Message::has_images);
         let extra = &self.http.config.extra_body;
-        let body = wire::request_body(&self.http.config.model, request, extra, images);
+        let model = &self.http.config.model;
+        let body = wire::request_body(model, request, tools, extra, images);
         match self.http.send(&self.url, &body).await {
             Err(ModelError::Status {
                 status: 400,
@@ -267,7 +273,7 @@ impl OpenAiModel {
                     "the model server refused a request with images; sending a text note in \
                      place of each image from now on"
                 );
-                let body = wire::request_body(&self.http.config.model, request, extra, false);
+                let body = wire::request_body(model, request, tools, extra, false);
                 self.http.send(&self.url, &body).await
             }
             other => other,
@@ -329,7 +335,8 @@ impl Model for OpenAiModel {
 impl OpenAiModel {
     /// [`Model::generate`] without its span: sends the request and reads the body's kind.
     async fn start(&self, request: Request) -> Result<ResponseStream, ModelError> {
-        let response = self.send_request(&request).await?;
+        let tools = request.tools.shaped(ToolDialect::OpenAi);
+        let response = self.send_request(&request, &tools).await?;
         let content_type = media_type(response.headers());
         let mut body: Body = response.bytes_stream().boxed();
         // The first bytes decide what a body without a content type is.
@@ -353,7 +360,12 @@ impl OpenAiModel {
                 let body = futures::stream::iter((!first.is_empty()).then(|| Ok(first.into())))
                     .chain(body)
                     .boxed();
-                let responses = sse_responses(body, self.clone());
+                let responses = sse_responses(body, self.clone()).map(move |item| {
+                    item.map(|mut response| {
+                        tools.fix(&mut response);
+                        response
+                    })
+                });
                 if stream {
                     Ok(responses.boxed())
                 } else {
@@ -364,9 +376,10 @@ impl OpenAiModel {
                 }
             }
             BodyKind::Json => {
-                let response = self
+                let mut response = self
                     .completion(&content_type, first, body, expected)
                     .await?;
+                tools.fix(&mut response);
                 Ok(futures::stream::once(async move { Ok(response) }).boxed())
             }
             BodyKind::Other => {

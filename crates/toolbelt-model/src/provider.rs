@@ -10,18 +10,15 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use reqwest::header::HeaderMap;
-use serde_json::Value;
 
-use crate::declare::{ToolDialect, WireTools, strip_added_nulls, wire_tools};
+use crate::declare::{ToolDialect, WireTools};
 use crate::dialect::{self, Decoder};
 use crate::http::{
     Body, BodyKind, Http, MAX_BODY, MAX_SNIPPET_BODY, MAX_STREAM, StreamBodyError, body_kind,
     limited, media_type,
 };
 use crate::model::ResponseStream;
-use crate::{
-    DynModel, Model, ModelError, OpenAiConfig, OpenAiModel, Request, Response, ToolCallDelta, wire,
-};
+use crate::{DynModel, Model, ModelError, OpenAiConfig, OpenAiModel, Request, Response, wire};
 
 /// A model provider's API, as `--provider` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -155,7 +152,7 @@ impl ProviderModel {
     }
 
     async fn start(&self, request: Request) -> Result<ResponseStream, ModelError> {
-        let tools = Arc::new(wire_tools(self.provider.tool_dialect(), &request.tools));
+        let tools = request.tools.shaped(self.provider.tool_dialect());
         for warning in &tools.warnings {
             tracing::warn!(provider = %self.provider, %warning, "tool declaration changed");
         }
@@ -167,17 +164,7 @@ impl ProviderModel {
         let response = self.http.send(&url, &body).await?;
         let content_type = media_type(response.headers());
         let body: Body = response.bytes_stream().boxed();
-        let fix = Fixer {
-            tools,
-            schemas: Arc::new(
-                request
-                    .tools
-                    .iter()
-                    .map(|d| (d.name.to_string(), Value::Object(d.input_schema.clone())))
-                    .collect(),
-            ),
-            strict: self.provider == Provider::OpenAiResponses,
-        };
+        let fix = tools;
         let expected = if stream {
             "an event stream"
         } else {
@@ -203,8 +190,8 @@ impl ProviderModel {
                     )));
                 }
                 let text = String::from_utf8_lossy(&text);
-                let mut response = dialect::parse(self.provider, &text, &fix.tools)?;
-                fix.apply(&mut response);
+                let mut response = dialect::parse(self.provider, &text, &fix)?;
+                fix.fix(&mut response);
                 Ok(futures::stream::once(async move { Ok(response) }).boxed())
             }
             BodyKind::Other => {
@@ -217,45 +204,6 @@ impl ProviderModel {
                     content_type,
                     snippet: wire::snippet(&text),
                 })
-            }
-        }
-    }
-}
-
-/// Maps wire names back to declared ones and, for strict dialects, the `null`s strict mode
-/// asked for back to absent properties.
-#[derive(Clone)]
-struct Fixer {
-    tools: Arc<WireTools>,
-    schemas: Arc<std::collections::HashMap<String, Value>>,
-    strict: bool,
-}
-
-impl Fixer {
-    fn delta(&self, fragment: &mut ToolCallDelta) {
-        if let Some(name) = &mut fragment.name {
-            *name = self.tools.original(name).to_string();
-        }
-    }
-
-    fn apply(&self, response: &mut Response) {
-        for fragment in &mut response.delta.tool_calls {
-            self.delta(fragment);
-        }
-        if !response.partial {
-            response
-                .warnings
-                .extend(self.tools.warnings.iter().cloned());
-        }
-        let Some(message) = &mut response.message else {
-            return;
-        };
-        for call in &mut message.tool_calls {
-            call.name = self.tools.original(&call.name).to_string();
-            if self.strict
-                && let Some(schema) = self.schemas.get(&call.name)
-            {
-                call.arguments = strip_added_nulls(&call.arguments, schema);
             }
         }
     }
@@ -288,7 +236,7 @@ impl Model for ProviderModel {
 fn events(
     body: Body,
     model: ProviderModel,
-    fix: Fixer,
+    fix: Arc<WireTools>,
 ) -> impl futures::Stream<Item = Result<Response, ModelError>> + Send {
     type Event =
         Result<eventsource_stream::Event, eventsource_stream::EventStreamError<StreamBodyError>>;
@@ -296,14 +244,14 @@ fn events(
         events: BoxStream<'static, Event>,
         model: ProviderModel,
         decoder: Option<Box<dyn Decoder>>,
-        fix: Fixer,
+        fix: Arc<WireTools>,
     }
 
     impl State {
         fn finish(&mut self) -> Option<Result<Response, ModelError>> {
             let mut decoder = self.decoder.take()?;
             Some(decoder.finish().map(|mut response| {
-                self.fix.apply(&mut response);
+                self.fix.fix(&mut response);
                 if response.model.is_empty() {
                     response.model = self.model.http.config.model.clone();
                 }
@@ -354,7 +302,7 @@ fn events(
                     model: self.model.http.config.model.clone(),
                     ..Response::default()
                 };
-                self.fix.apply(&mut response);
+                self.fix.fix(&mut response);
                 return Some(Ok(response));
             }
         }
@@ -362,7 +310,7 @@ fn events(
 
     let state = State {
         events: limited(body, MAX_STREAM).eventsource().boxed(),
-        decoder: Some(dialect::decoder(model.provider, fix.tools.clone())),
+        decoder: Some(dialect::decoder(model.provider, fix.clone())),
         model,
         fix,
     };

@@ -1,9 +1,13 @@
 //! What is asked of a model: the conversation, the tools it may call and how to generate.
 
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex};
+
 use serde::{Deserialize, Serialize};
 use toolbelt_core::Declaration;
 
 use crate::Message;
+use crate::declare::{ToolDialect, WireTools, wire_tools};
 
 /// Whether and which tool the model must call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,8 +65,8 @@ impl GenerationConfig {
 pub struct Request {
     /// The conversation so far, oldest first.
     pub messages: Vec<Message>,
-    /// The tools the model may call.
-    pub tools: Vec<Declaration>,
+    /// The tools the model may call (a shared list: see [`Tools`]).
+    pub tools: Tools,
     /// Whether and which tool must be called.
     pub tool_choice: ToolChoice,
     /// Whether the model may call several tools in one turn (`None`: the provider's default;
@@ -81,9 +85,9 @@ impl Request {
         }
     }
 
-    /// Sets the tools.
-    pub fn with_tools(mut self, tools: Vec<Declaration>) -> Self {
-        self.tools = tools;
+    /// Sets the tools: a `Vec<Declaration>`, or a [`Tools`] shared with other requests.
+    pub fn with_tools(mut self, tools: impl Into<Tools>) -> Self {
+        self.tools = tools.into();
         self
     }
 
@@ -103,5 +107,85 @@ impl Request {
     pub fn with_parallel_tool_calls(mut self, parallel: bool) -> Self {
         self.parallel_tool_calls = Some(parallel);
         self
+    }
+}
+
+/// The tool declarations of a request, shared: cloning a request, or sending the same tools
+/// on every turn of a run, copies no declaration, and each wire format's shape of them
+/// (renamed tools, strict-mode schemas) is worked out once and kept with them.
+///
+/// It reads as a `Vec<Declaration>`; changing it (`request.tools.retain(…)` in a callback)
+/// copies the list if another request shares it, and forgets the kept shapes.
+///
+/// ```
+/// use toolbelt_core::Declaration;
+/// use toolbelt_model::{Message, Request, Tools};
+/// let tools = Tools::new(vec![Declaration::new("Read", "Reads a file")?]);
+/// let first = Request::new(vec![Message::user("hi")]).with_tools(tools.clone());
+/// let mut second = Request::new(vec![Message::user("again")]).with_tools(tools);
+/// second.tools.clear();
+/// assert_eq!((first.tools.len(), second.tools.len()), (1, 0));
+/// # Ok::<(), toolbelt_core::ToolError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct Tools {
+    declarations: Arc<Vec<Declaration>>,
+    /// Each dialect's shape of `declarations`, made on first use.
+    shapes: Arc<Mutex<Vec<(ToolDialect, Arc<WireTools>)>>>,
+}
+
+impl Tools {
+    /// These declarations, to share between requests.
+    pub fn new(declarations: Vec<Declaration>) -> Self {
+        Self {
+            declarations: Arc::new(declarations),
+            shapes: Arc::default(),
+        }
+    }
+
+    /// The tools as `dialect` carries them, made once per list of declarations.
+    pub(crate) fn shaped(&self, dialect: ToolDialect) -> Arc<WireTools> {
+        let mut shapes = self.shapes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, shaped)) = shapes.iter().find(|(d, _)| *d == dialect) {
+            return shaped.clone();
+        }
+        let shaped = Arc::new(wire_tools(dialect, &self.declarations));
+        shapes.push((dialect, shaped.clone()));
+        shaped
+    }
+}
+
+impl Deref for Tools {
+    type Target = Vec<Declaration>;
+
+    fn deref(&self) -> &Vec<Declaration> {
+        &self.declarations
+    }
+}
+
+impl DerefMut for Tools {
+    fn deref_mut(&mut self) -> &mut Vec<Declaration> {
+        // The kept shapes describe the list before the change.
+        self.shapes = Arc::default();
+        Arc::make_mut(&mut self.declarations)
+    }
+}
+
+impl From<Vec<Declaration>> for Tools {
+    fn from(declarations: Vec<Declaration>) -> Self {
+        Tools::new(declarations)
+    }
+}
+
+impl std::fmt::Debug for Tools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.declarations.iter()).finish()
+    }
+}
+
+impl PartialEq for Tools {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.declarations, &other.declarations)
+            || self.declarations == other.declarations
     }
 }

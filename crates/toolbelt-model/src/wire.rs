@@ -9,6 +9,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::declare::WireTools;
+
 use crate::{
     ContentPart, Delta, FinishReason, Message, ModelError, Request, Response, Role, ToolCall,
     ToolCallDelta, ToolChoice, Usage,
@@ -19,6 +21,7 @@ use crate::{
 pub(crate) fn request_body(
     model: &str,
     request: &Request,
+    tools: &WireTools,
     extra: &Map<String, Value>,
     images: bool,
 ) -> Value {
@@ -35,20 +38,9 @@ pub(crate) fn request_body(
         ),
     );
     if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|d| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": d.name,
-                        "description": d.description,
-                        "parameters": d.input_schema,
-                    }
-                })
-            })
-            .collect();
+        // Shaped once per list of declarations (see `Tools`), names the API refuses
+        // rewritten; the client maps them back in the response.
+        let tools = tools.tools.clone();
         body.insert("tools".into(), Value::Array(tools));
         // tool_choice and parallel_tool_calls are only meaningful (and, on some servers,
         // only accepted) together with tools.
@@ -399,7 +391,8 @@ mod tests {
             Message::tool("c1", "t", "ok"),
         ])
         .with_tools(vec![Declaration::new("t", "a tool").unwrap()]);
-        let body = request_body("m", &request, &Map::new(), true);
+        let tools = request.tools.shaped(crate::ToolDialect::OpenAi);
+        let body = request_body("m", &request, &tools, &Map::new(), true);
         assert_eq!(body["messages"][0]["content"], Value::Null);
         assert_eq!(body["messages"][1]["tool_call_id"], "c1");
         assert!(body["messages"][1].get("name").is_none());
@@ -410,12 +403,9 @@ mod tests {
 
     #[test]
     fn no_tools_means_no_tool_choice() {
-        let body = request_body(
-            "m",
-            &Request::new(vec![Message::user("hi")]),
-            &Map::new(),
-            true,
-        );
+        let request = Request::new(vec![Message::user("hi")]);
+        let tools = request.tools.shaped(crate::ToolDialect::OpenAi);
+        let body = request_body("m", &request, &tools, &Map::new(), true);
         assert!(body.get("tool_choice").is_none());
         assert!(body.get("tools").is_none());
     }

@@ -683,3 +683,36 @@ async fn an_event_stream_to_a_non_streaming_request_yields_only_the_final_respon
     assert_eq!(responses.len(), 1);
     assert_eq!(final_message(&responses).content, "streamed");
 }
+
+#[tokio::test]
+async fn a_tool_name_the_api_refuses_is_sent_renamed_and_its_calls_map_back() {
+    for stream in [false, true] {
+        // MCP servers name tools `fs.read`; OpenAI refuses dots in tool names.
+        let server = ScriptedServer::start([Reply::tool_call("c1", "fs_read", r#"{"path":"a"}"#)])
+            .await
+            .unwrap();
+        server.set_strict(true);
+        let declaration = Declaration::new("fs.read", "Reads a file").unwrap();
+        let mut request = Request::new(vec![Message::user("read a")]).with_tools(vec![declaration]);
+        request.config.stream = stream;
+        let responses = collect(&client(&server), request).await.unwrap();
+        let last = responses.last().unwrap();
+        let message = last.message.as_ref().unwrap();
+        assert_eq!(message.tool_calls[0].name, "fs.read", "stream={stream}");
+        assert!(
+            last.warnings.iter().any(|w| w.contains("fs_read")),
+            "the rename is said: {:?}",
+            last.warnings
+        );
+        if stream {
+            let streamed: Vec<&str> = responses
+                .iter()
+                .flat_map(|r| &r.delta.tool_calls)
+                .filter_map(|d| d.name.as_deref())
+                .collect();
+            assert_eq!(streamed, ["fs.read"]);
+        }
+        let sent = &server.requests()[0].body;
+        assert_eq!(sent["tools"][0]["function"]["name"], "fs_read");
+    }
+}

@@ -711,7 +711,7 @@ fn strict_problem(schema: &Value, at: &str) -> Option<String> {
     None
 }
 
-fn openai_name_ok(name: &str) -> bool {
+pub(super) fn openai_name_ok(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()

@@ -309,8 +309,9 @@ impl ScriptedServer {
 
     /// Turns strict checking of the conversation on or off. A strict server answers 400,
     /// as vLLM does, when an assistant message in the request holds a tool call whose
-    /// `arguments` are not a JSON object, or two tool calls with the same id; the script
-    /// is not advanced by a refused request.
+    /// `arguments` are not a JSON object, or two tool calls with the same id, and, as OpenAI
+    /// does, when a declared tool's name has characters other than letters, digits, `_` and
+    /// `-` or is longer than 64; the script is not advanced by a refused request.
     pub fn set_strict(&self, strict: bool) {
         self.shared.strict.store(strict, Ordering::Relaxed);
     }
@@ -634,9 +635,19 @@ fn error_response(status: u16, message: &str, retry_after: Option<String>) -> Ht
     response
 }
 
-/// What a strict server (vLLM) refuses in a conversation: tool-call arguments that are not
-/// a JSON object, two tool calls with one id in one assistant message.
+/// What a strict server (vLLM; OpenAI for the names) refuses in a request: a tool name
+/// outside `^[a-zA-Z0-9_-]{1,64}$`, tool-call arguments that are not a JSON object, two tool
+/// calls with one id in one assistant message.
 fn strict_problem(body: &Value) -> Option<String> {
+    for (position, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+        let name = tool["function"]["name"].as_str().unwrap_or_default();
+        if !dialects::openai_name_ok(name) {
+            return Some(format!(
+                "Invalid 'tools[{position}].function.name': string does not match pattern \
+                 '^[a-zA-Z0-9_-]{{1,64}}$': {name:?}"
+            ));
+        }
+    }
     let messages = body["messages"].as_array()?;
     for (position, message) in messages.iter().enumerate() {
         let Some(calls) = message["tool_calls"].as_array() else {
