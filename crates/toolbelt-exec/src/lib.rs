@@ -36,6 +36,16 @@
 //!    default) is stored; the model sees a preview and `artifact://ID`, the user the full
 //!    result, and the [`ArtifactReadTool`] reads it back.
 //!
+//! **Hooks or middleware?** Both intercept a call; they differ in where they sit and what
+//! they may do. A hook *decides about* a call: it sees the validated arguments and may
+//! change them, answer, or refuse before anything else runs (steps 5 and 8 sit outside the
+//! lane, so a hook that answers never waits for another call of the set), and it sees the
+//! final result, after every retry. Middleware *wraps the running* of a call: it runs on the
+//! lane, around the tool itself, and owns how it runs (a deadline, retries, a cache, an
+//! audit record of each attempt). Policy (block `rm -rf`, fill a default, redact a result)
+//! belongs in a hook; mechanics (time, retries, caching) in middleware. Among middleware,
+//! the first added is the outermost, as in tower.
+//!
 //! Unknown tools, invalid arguments and rejections are failures, never successes, and are
 //! distinct [`ToolError`](toolbelt_core::ToolError) variants. Cancelling the caller's token
 //! interrupts the call ([`ToolError::Cancelled`](toolbelt_core::ToolError::Cancelled),
