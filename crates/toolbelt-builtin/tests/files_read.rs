@@ -66,7 +66,7 @@ async fn read_cuts_lines_longer_than_2000_characters_with_a_marker() {
     let text = out.llm_text();
     assert!(text.contains(&"é".repeat(2000)));
     assert!(!text.contains(&"é".repeat(2001)));
-    assert!(text.contains("[line cut: 500 more characters]"));
+    assert!(text.contains("… [500 more characters not shown]"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

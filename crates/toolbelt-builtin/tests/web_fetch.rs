@@ -266,7 +266,7 @@ async fn long_content_is_cut_with_a_marker_when_no_processor_is_set() {
     let out = fetch(&tool, &server.url("/notes.txt")).await.unwrap();
     assert!(
         out.llm_text()
-            .ends_with("\n\nline one\n\n[Content truncated: 10 more characters not shown]"),
+            .ends_with("\n\nline one… [10 more characters not shown]"),
         "{}",
         out.llm_text()
     );

@@ -84,6 +84,7 @@ mod retry;
 pub mod schema;
 mod seal;
 mod stream;
+pub mod text;
 mod tool;
 mod toolset;
 mod visible;

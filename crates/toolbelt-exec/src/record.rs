@@ -94,7 +94,7 @@ fn recorded_arguments(arguments: &str, repair: bool) -> Option<Recorded> {
             repaired: true,
         });
     }
-    let prefix: String = arguments.chars().take(MALFORMED_PREFIX_CHARS).collect();
+    let prefix = toolbelt_core::text::char_prefix(arguments, MALFORMED_PREFIX_CHARS);
     Some(Recorded {
         text: serde_json::json!({ MALFORMED_ARGUMENTS_KEY: prefix }).to_string(),
         repaired: false,

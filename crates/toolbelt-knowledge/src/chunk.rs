@@ -385,10 +385,7 @@ fn definition(line: &str) -> Option<String> {
 }
 
 fn cut_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((i, _)) => text[..i].to_owned(),
-        None => text.to_owned(),
-    }
+    toolbelt_core::text::char_prefix(text, max).to_owned()
 }
 
 /// The sections of the document from `start` on.

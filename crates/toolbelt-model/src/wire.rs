@@ -237,14 +237,7 @@ pub(crate) fn error_message(body: &str) -> String {
 }
 
 fn shorten(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    toolbelt_core::text::shorten(text, max).into_owned()
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ModelError> {
@@ -452,8 +445,10 @@ mod tests {
     }
 
     #[test]
-    fn long_error_bodies_are_shortened_on_a_char_boundary() {
-        let body = "é".repeat(400);
-        assert!(error_message(&body).ends_with('…'));
+    fn long_error_bodies_are_shortened_to_a_count_of_characters() {
+        let body = "é".repeat(600);
+        let message = error_message(&body);
+        assert!(message.ends_with('…'));
+        assert_eq!(message.chars().count(), 500);
     }
 }

@@ -157,10 +157,7 @@ fn first_line(text: &str) -> String {
 }
 
 fn shorten(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
+    toolbelt_core::text::shorten(text, chars).into_owned()
 }
 
 #[cfg(test)]

@@ -88,10 +88,9 @@ fn joined_source(source: Option<&Value>) -> String {
 }
 
 fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_OUTPUT_CHARS) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}… [output cut]", &text[..at]),
-    }
+    toolbelt_core::text::cut_noted(text, MAX_OUTPUT_CHARS)
+        .0
+        .into_owned()
 }
 
 fn summarise_output(output: &Value) -> String {

@@ -230,14 +230,7 @@ async fn read_pdf(bytes: Vec<u8>, shown: &str, pages: Option<&str>) -> ToolOutpu
 
 /// Appends `line`, cut at [`MAX_LINE_CHARS`] characters with a marker.
 fn push_cut(out: &mut String, line: &str) {
-    match line.char_indices().nth(MAX_LINE_CHARS) {
-        None => out.push_str(line),
-        Some((cut, _)) => {
-            let rest = line[cut..].chars().count();
-            out.push_str(&line[..cut]);
-            out.push_str(&format!("… [line cut: {rest} more characters]"));
-        }
-    }
+    out.push_str(&toolbelt_core::text::cut_noted(line, MAX_LINE_CHARS).0);
 }
 
 /// The image MIME type, from the file's magic bytes (not its name, so a text file named

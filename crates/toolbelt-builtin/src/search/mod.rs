@@ -217,16 +217,7 @@ pub(crate) fn check_regex_len(regex: &str) -> Result<(), SearchError> {
 
 /// A compiler's error message, cut to a readable length.
 pub(crate) fn short_message(message: impl ToString) -> String {
-    let mut message = message.to_string();
-    if message.len() > MAX_ERROR_LEN {
-        let mut end = MAX_ERROR_LEN;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push_str(" [...]");
-    }
-    message
+    toolbelt_core::text::shorten(&message.to_string(), MAX_ERROR_LEN).into_owned()
 }
 
 /// The note a result carries when a walk skipped symlinks pointing outside the base.

@@ -132,7 +132,7 @@ impl Container {
             return Ok(());
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let stderr: String = stderr.trim().chars().take(400).collect();
+        let stderr = toolbelt_core::text::shorten(stderr.trim(), 400);
         Err(SandboxError::Unsupported(format!(
             "the container sandbox could not start a container with {} ({}: {stderr}): \
              {INSTALL_HINT}",

@@ -114,15 +114,8 @@ pub(crate) fn html_to_markdown(html: &str, stop: &AtomicBool) -> Result<Markdown
 /// Keeps the first `max_chars` characters of `text` and appends a marker saying how many were
 /// cut. Returns the text and the number of characters cut.
 pub(crate) fn cut_to_limit(text: &str, max_chars: usize) -> (String, usize) {
-    let Some((cut_at, _)) = text.char_indices().nth(max_chars) else {
-        return (text.to_string(), 0);
-    };
-    let omitted = text[cut_at..].chars().count();
-    let mut kept = text[..cut_at].to_string();
-    kept.push_str(&format!(
-        "\n\n[Content truncated: {omitted} more characters not shown]"
-    ));
-    (kept, omitted)
+    let (kept, omitted) = toolbelt_core::text::cut_noted(text, max_chars);
+    (kept.into_owned(), omitted)
 }
 
 #[cfg(test)]
@@ -184,7 +177,10 @@ mod tests {
     fn cutting_counts_characters_not_bytes() {
         let (kept, omitted) = cut_to_limit("ééééé", 2);
         assert_eq!(omitted, 3);
-        assert!(kept.starts_with("éé\n\n[Content truncated: 3 more"));
+        assert!(
+            kept.starts_with("éé… [3 more characters not shown]"),
+            "{kept}"
+        );
         assert_eq!(cut_to_limit("short", 10), ("short".to_string(), 0));
     }
 }

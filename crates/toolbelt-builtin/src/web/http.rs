@@ -179,7 +179,7 @@ impl Endpoint {
                 })?;
             let text = decode_text(&body.bytes, charset.as_deref());
             if !status.is_success() {
-                let start: String = text.chars().take(300).collect();
+                let start = toolbelt_core::text::shorten(&text, 300);
                 return Err(ToolError::failed(format!(
                     "{service} answered HTTP {status}: {}",
                     start.trim()

@@ -566,12 +566,7 @@ fn one_line(text: &str) -> String {
 }
 
 fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut clipped: String = text.chars().take(max.saturating_sub(1)).collect();
-    clipped.push('…');
-    clipped
+    toolbelt::core::text::shorten(text, max).into_owned()
 }
 
 /// The run's status line ([`Progress`]): drawn for people only, and only when stderr is a

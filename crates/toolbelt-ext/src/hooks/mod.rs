@@ -444,10 +444,7 @@ fn verdict(command: &Command, ran: Ran) -> Verdict {
 
 pub(crate) fn cut(text: &str) -> String {
     const SHOWN: usize = 500;
-    match text.char_indices().nth(SHOWN) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
+    toolbelt_core::text::shorten(text, SHOWN).into_owned()
 }
 
 fn arguments_value(arguments: &str) -> Value {

@@ -404,10 +404,7 @@ fn first_line(description: &str) -> Option<String> {
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())?;
-    Some(match line.char_indices().nth(SUMMARY_CHARS) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_string(),
-    })
+    Some(toolbelt_core::text::shorten(line, SUMMARY_CHARS + 1).into_owned())
 }
 
 /// Adds `headers` to a remote configuration, replacing same-named ones whatever their case.

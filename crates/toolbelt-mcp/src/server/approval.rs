@@ -105,14 +105,9 @@ fn visible_lines(text: &str) -> String {
 
 /// At most [`SHOWN_CHARS`] characters of `text`, the cut said.
 fn cut(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((end, _)) => format!(
-            "{}… ({} more characters not shown)",
-            &text[..end],
-            text[end..].chars().count()
-        ),
-        None => text.to_string(),
-    }
+    toolbelt_core::text::cut_noted(text, SHOWN_CHARS)
+        .0
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -93,7 +93,10 @@ pub(crate) async fn connect(
             Step::Connect,
             classify_status(status, false),
             format!("GET {base} answered HTTP {status}"),
-        ));
+        )
+        .with_source(SseTransportError::Status {
+            status: status.as_u16(),
+        }));
     }
     let mut events = response.bytes_stream().eventsource();
     let endpoint = loop {

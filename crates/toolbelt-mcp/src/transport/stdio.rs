@@ -238,11 +238,7 @@ impl StdioTransport {
 const QUOTE_LIMIT: usize = 120;
 
 fn quote(line: &str) -> String {
-    let mut quoted: String = line.chars().take(QUOTE_LIMIT).collect();
-    if quoted.len() < line.len() {
-        quoted.push('…');
-    }
-    format!("{quoted:?}")
+    format!("{:?}", toolbelt_core::text::shorten(line, QUOTE_LIMIT + 1))
 }
 
 impl Transport<RoleClient> for StdioTransport {

@@ -247,10 +247,7 @@ fn quote(text: &str) -> String {
     if text.is_empty() {
         return "(empty body)".to_owned();
     }
-    match text.char_indices().nth(MAX_QUOTE) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    toolbelt_core::text::shorten(text, MAX_QUOTE + 1).into_owned()
 }
 
 /// A transport error with its causes (reqwest's top-level message alone says little).
