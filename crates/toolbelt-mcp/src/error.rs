@@ -198,6 +198,88 @@ fn unexpected_response_status(text: &str) -> Option<reqwest::StatusCode> {
     reqwest::StatusCode::from_u16(code).ok()
 }
 
+/// The HTTP status in an error's chain, the one place a failure's status is found (the
+/// broker's error interceptor reads it, [`classify_error_chain`] classifies by it): rmcp's
+/// auth and status errors (looking inside its handshake and send errors, whose causes are
+/// fields rather than sources), reqwest's status, the SSE transport's status. Where rmcp
+/// gives only text, its wording is read here and nowhere else: "unexpected server response:
+/// HTTP 401 …", "Auth required", "Insufficient scope".
+pub(crate) fn http_status(error: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    use rmcp::ServiceError;
+    use rmcp::service::ClientInitializeError;
+    use rmcp::transport::DynamicTransportError;
+    use rmcp::transport::streamable_http_client::{
+        AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
+    };
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(ClientInitializeError::TransportError { error, .. }) =
+            e.downcast_ref::<ClientInitializeError>()
+        {
+            current = Some(error);
+            continue;
+        }
+        if let Some(ServiceError::TransportSend(error)) = e.downcast_ref::<ServiceError>() {
+            current = Some(error);
+            continue;
+        }
+        if let Some(dynamic) = e.downcast_ref::<DynamicTransportError>() {
+            let inner: &(dyn std::error::Error + 'static) = dynamic.error.as_ref();
+            current = Some(inner);
+            continue;
+        }
+        if let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            match http {
+                StreamableHttpError::AuthRequired(_) => return Some(401),
+                StreamableHttpError::InsufficientScope(_) => return Some(403),
+                StreamableHttpError::HttpStatus(status) => return Some(status.status),
+                StreamableHttpError::Client(err) if err.status().is_some() => {
+                    return err.status().map(|s| s.as_u16());
+                }
+                _ => {}
+            }
+        }
+        if e.downcast_ref::<AuthRequiredError>().is_some() {
+            return Some(401);
+        }
+        if e.downcast_ref::<InsufficientScopeError>().is_some() {
+            return Some(403);
+        }
+        if let Some(status) = e.downcast_ref::<HttpStatusError>() {
+            return Some(status.status);
+        }
+        if let Some(err) = e.downcast_ref::<reqwest::Error>()
+            && let Some(status) = err.status()
+        {
+            return Some(status.as_u16());
+        }
+        if let Some(crate::transport::sse::SseTransportError::Status { status }) =
+            e.downcast_ref::<crate::transport::sse::SseTransportError>()
+        {
+            return Some(*status);
+        }
+        if let Some(status) = rmcp_status_in_text(&e.to_string().to_ascii_lowercase()) {
+            return Some(status);
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// The status rmcp reports only in words.
+fn rmcp_status_in_text(lower: &str) -> Option<u16> {
+    if let Some(status) = unexpected_response_status(lower) {
+        return Some(status.as_u16());
+    }
+    if lower.contains("auth required") {
+        return Some(401);
+    }
+    if lower.contains("insufficient scope") {
+        return Some(403);
+    }
+    None
+}
+
 /// Walks an error's causes looking for the I/O failure or DNS failure underneath.
 pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> FailureKind {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -218,14 +300,10 @@ pub(crate) fn classify_error_chain(err: &(dyn std::error::Error + 'static)) -> F
         if text.contains("session expired") {
             return FailureKind::Connection;
         }
-        // rmcp reports a refused streamable HTTP request (a 401 without `WWW-Authenticate`,
-        // a 403, a 5xx) as "unexpected server response: HTTP <status> ..."; an expired
+        // A refused request (a 401 without `WWW-Authenticate`, a 403, a 5xx); an expired
         // session has its own variant, matched above.
-        if let Some(status) = unexpected_response_status(&text) {
+        if let Some(status) = http_status(e).and_then(|s| reqwest::StatusCode::from_u16(s).ok()) {
             return classify_status(status, false);
-        }
-        if text.contains("auth required") || text.contains("insufficient scope") {
-            return FailureKind::Configuration;
         }
         current = e.source();
     }

@@ -9,7 +9,6 @@ use futures::future::BoxFuture;
 use toolbelt_core::{ToolContext, ToolError};
 
 use crate::error::McpError;
-use crate::transport::sse::SseTransportError;
 
 /// The broker operation under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -119,86 +118,9 @@ pub(crate) fn mcp_error_of(error: &ToolError) -> Option<&McpError> {
     boxed.downcast_ref::<McpError>()
 }
 
-/// Finds an HTTP status in an error's chain: rmcp's auth and status errors (looking inside
-/// its handshake and send errors, whose causes are fields rather than sources), reqwest's
-/// status, the SSE transport's status, or, last, the client's messages (`answered HTTP
-/// 401`, `Auth required`, `Insufficient scope`).
+/// The HTTP status a failed operation carries (see [`crate::error::http_status`]).
 pub(crate) fn http_status_of(error: &ToolError) -> Option<u16> {
-    use rmcp::ServiceError;
-    use rmcp::service::ClientInitializeError;
-    use rmcp::transport::DynamicTransportError;
-    use rmcp::transport::streamable_http_client::{
-        AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
-    };
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    let mut messages = Vec::new();
-    while let Some(e) = current {
-        if let Some(ClientInitializeError::TransportError { error, .. }) =
-            e.downcast_ref::<ClientInitializeError>()
-        {
-            current = Some(error);
-            continue;
-        }
-        if let Some(ServiceError::TransportSend(error)) = e.downcast_ref::<ServiceError>() {
-            current = Some(error);
-            continue;
-        }
-        if let Some(dynamic) = e.downcast_ref::<DynamicTransportError>() {
-            let inner: &(dyn std::error::Error + 'static) = dynamic.error.as_ref();
-            current = Some(inner);
-            continue;
-        }
-        if let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            match http {
-                StreamableHttpError::AuthRequired(_) => return Some(401),
-                StreamableHttpError::InsufficientScope(_) => return Some(403),
-                StreamableHttpError::HttpStatus(status) => return Some(status.status),
-                StreamableHttpError::Client(err) if err.status().is_some() => {
-                    return err.status().map(|s| s.as_u16());
-                }
-                _ => {}
-            }
-        }
-        if e.downcast_ref::<AuthRequiredError>().is_some() {
-            return Some(401);
-        }
-        if e.downcast_ref::<InsufficientScopeError>().is_some() {
-            return Some(403);
-        }
-        if let Some(status) = e.downcast_ref::<HttpStatusError>() {
-            return Some(status.status);
-        }
-        if let Some(err) = e.downcast_ref::<reqwest::Error>()
-            && let Some(status) = err.status()
-        {
-            return Some(status.as_u16());
-        }
-        if let Some(SseTransportError::Status { status }) = e.downcast_ref::<SseTransportError>() {
-            return Some(*status);
-        }
-        if let Some(mcp) = e.downcast_ref::<McpError>() {
-            messages.push(mcp.message.as_str());
-        }
-        current = e.source();
-    }
-    messages.into_iter().find_map(status_in_message)
-}
-
-/// The status a client message reports (the SSE transport's connect failure has no typed
-/// source).
-fn status_in_message(message: &str) -> Option<u16> {
-    let lower = message.to_ascii_lowercase();
-    if let Some(at) = lower.find("answered http ") {
-        let digits = lower.get(at + "answered http ".len()..)?.get(..3)?;
-        return digits.parse().ok().filter(|s| (100..600).contains(s));
-    }
-    if lower.contains("auth required") {
-        return Some(401);
-    }
-    if lower.contains("insufficient scope") {
-        return Some(403);
-    }
-    None
+    crate::error::http_status(error)
 }
 
 #[cfg(test)]
@@ -207,22 +129,33 @@ mod tests {
     use crate::error::{FailureKind, Step};
 
     #[test]
-    fn statuses_are_found_in_typed_errors_and_in_sse_connect_messages() {
+    fn statuses_are_found_in_typed_errors_and_in_rmcps_words_only() {
+        use crate::transport::sse::SseTransportError;
+        let failed = |e: McpError| ToolError::Failed(Box::new(e));
+        // The SSE transport's connect failure carries its status as a typed source.
         let sse = McpError::new(
             "s",
             Step::Connect,
             FailureKind::Configuration,
-            "GET http://127.0.0.1:1/sse answered HTTP 401 Unauthorized",
+            "GET … answered",
+        )
+        .with_source(SseTransportError::Status { status: 401 });
+        assert_eq!(http_status_of(&failed(sse)), Some(401));
+        // Our own messages are not read for a status.
+        let worded = McpError::new(
+            "s",
+            Step::Connect,
+            FailureKind::Configuration,
+            "answered HTTP 401",
         );
-        assert_eq!(http_status_of(&ToolError::Failed(Box::new(sse))), Some(401));
-        let status = McpError::new("s", Step::CallTool, FailureKind::Configuration, "x")
-            .with_source(SseTransportError::Status { status: 403 });
-        assert_eq!(
-            http_status_of(&ToolError::Failed(Box::new(status))),
-            Some(403)
+        assert_eq!(http_status_of(&failed(worded)), None);
+        // rmcp's, where it gives nothing else, are.
+        let rmcp = McpError::new("s", Step::CallTool, FailureKind::Server, "x").with_source(
+            std::io::Error::other("Unexpected server response: HTTP 502 Bad Gateway"),
         );
+        assert_eq!(http_status_of(&failed(rmcp)), Some(502));
         let plain = McpError::new("s", Step::CallTool, FailureKind::Server, "boom");
-        assert_eq!(http_status_of(&ToolError::Failed(Box::new(plain))), None);
+        assert_eq!(http_status_of(&failed(plain)), None);
         assert_eq!(http_status_of(&ToolError::Cancelled), None);
     }
 }
