@@ -28,8 +28,8 @@
 //!   anyway.
 //! - [`AgentTool::history_scope`]: [`HistoryScope::Isolated`] (the default) gives the child
 //!   only the request; [`HistoryScope::ParentBranch`] gives it the caller's conversation so
-//!   far, reduced to user and assistant text (no system messages, tool calls or tool
-//!   results), then the request.
+//!   far (no system messages; earlier tool calls and results as the assistant's text notes,
+//!   so a child can work on a result), then the request.
 //! - Agent tools are declared concurrency-safe: several in one turn run side by side in a
 //!   parallel batch (the tools their children call take their own lanes).
 //! - [`AgentTool::max_depth`]: how many agent tools may be nested (default
@@ -78,7 +78,9 @@ pub enum HistoryScope {
     /// Only the request.
     #[default]
     Isolated,
-    /// The caller's conversation so far (user and assistant text only), then the request.
+    /// The caller's conversation so far, then the request: user and assistant text, and
+    /// the earlier tool rounds as the assistant's notes of each call and its result (cut to
+    /// 2,000 characters each).
     ParentBranch,
 }
 
@@ -209,15 +211,20 @@ impl AgentTool {
     }
 
     /// The child's input: the request, after the caller's conversation for
-    /// [`HistoryScope::ParentBranch`].
-    async fn input(&self, inv: &Invocation, request: String) -> Result<Vec<Message>, ToolError> {
+    /// [`HistoryScope::ParentBranch`] (see [`parent_branch`]).
+    async fn input(
+        &self,
+        inv: &Invocation,
+        own_call: Option<&str>,
+        request: String,
+    ) -> Result<Vec<Message>, ToolError> {
         let mut input = Vec::new();
         if self.history == HistoryScope::ParentBranch {
             let events = inv
                 .history()
                 .await
                 .map_err(|e| ToolError::failed(format!("reading the conversation: {e}")))?;
-            input.extend(events.iter().filter_map(visible_text));
+            input.extend(parent_branch(&events, own_call));
         }
         input.push(Message::user(request));
         Ok(input)
@@ -249,17 +256,61 @@ impl AgentTool {
     }
 }
 
-/// The user or assistant text of a stored event, for a child that sees the parent branch.
-fn visible_text(event: &Event) -> Option<Message> {
-    let message = event.message()?;
-    if message.content.is_empty() {
-        return None;
+/// How much of each earlier tool result a child that sees the parent branch is shown.
+const BRANCH_RESULT_CHARS: usize = 2_000;
+
+/// The parent's conversation as a child with [`HistoryScope::ParentBranch`] sees it: user and
+/// assistant text, and each earlier tool round as the assistant's own note of what it called
+/// and what came back, so a child asked to "edit the last result" sees it. Tool rounds are
+/// text, not tool messages: the child may not have those tools, and some providers refuse a
+/// conversation with tool blocks for tools the request does not declare. The call that runs
+/// the child (`own_call`) is left out; its result does not exist yet.
+fn parent_branch(events: &[Event], own_call: Option<&str>) -> Vec<Message> {
+    let mut out = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let flush = |notes: &mut Vec<String>, out: &mut Vec<Message>| {
+        if !notes.is_empty() {
+            out.push(Message::assistant(notes.join("\n")));
+            notes.clear();
+        }
+    };
+    for event in events {
+        if let Some(result) = event.tool_result() {
+            if Some(result.call_id.as_str()) != own_call {
+                let verb = if result.is_error {
+                    "failed"
+                } else {
+                    "returned"
+                };
+                let (content, _) =
+                    toolbelt_core::text::cut_noted(&result.content, BRANCH_RESULT_CHARS);
+                notes.push(format!("[{} {verb}: {content}]", result.name));
+            }
+            continue;
+        }
+        let Some(message) = event.message() else {
+            continue;
+        };
+        match message.role {
+            Role::User if !message.content.is_empty() => {
+                flush(&mut notes, &mut out);
+                out.push(Message::user(&message.content));
+            }
+            Role::Assistant => {
+                if !message.content.is_empty() {
+                    notes.push(message.content.clone());
+                }
+                for call in &message.tool_calls {
+                    if Some(call.id.as_str()) != own_call {
+                        notes.push(format!("[called {} with {}]", call.name, call.arguments));
+                    }
+                }
+            }
+            _ => {}
+        }
     }
-    match message.role {
-        Role::User => Some(Message::user(&message.content)),
-        Role::Assistant => Some(Message::assistant(&message.content)),
-        Role::System | Role::Tool => None,
-    }
+    flush(&mut notes, &mut out);
+    out
 }
 
 #[async_trait]
@@ -284,7 +335,7 @@ impl Tool for AgentTool {
                 self.max_depth
             )));
         }
-        let input = self.input(inv, request).await?;
+        let input = self.input(inv, ctx.call_id(), request).await?;
         let child = inv
             .child(name)
             .with_cancellation(ctx.cancellation().child_token());

@@ -631,3 +631,54 @@ async fn the_child_is_a_child_invocation_with_a_copy_of_the_state_and_a_declared
     assert_eq!(asked, serde_json::json!({"a": 2, "b": 3}));
     assert_eq!(tool_messages(&outer.requests()[1])[0].1, "2 + 3 = 5");
 }
+
+#[tokio::test]
+async fn parent_branch_shows_the_child_earlier_tool_rounds_as_text_but_not_its_own_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = ScriptedServer::start([
+        Reply::tool_call("r1", "Read", r#"{"file_path":"notes.txt"}"#),
+        Reply::text(CHILD_ANSWER),
+        Reply::text("Short."),
+    ])
+    .await
+    .unwrap();
+    let outer = ScriptedServer::start([
+        Reply::tool_call("c1", "files", ASK_FILES),
+        Reply::tool_call(
+            "c2",
+            "files",
+            r#"{"request":"Make the last result shorter"}"#,
+        ),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let tool = AgentTool::new(files_agent(&child, dir.path(), false))
+        .unwrap()
+        .history_scope(HistoryScope::ParentBranch);
+    let runner = coordinator(&outer, tool, false);
+    no_errors(&run(&runner, "s", "Check my notes", RunOptions::new()).await);
+    // The second child run (its request is the child's third model call).
+    let second = &child.requests()[2];
+    let assistants: Vec<&str> = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let notes = assistants.join("\n");
+    assert!(
+        notes.contains(&format!("[files returned: {CHILD_ANSWER}]")),
+        "the earlier result is visible: {notes}"
+    );
+    assert!(notes.contains("[called files with "), "{notes}");
+    assert!(
+        !notes.contains("Make the last result shorter"),
+        "the running call is not listed as a note: {notes}"
+    );
+    assert!(tool_messages(second).is_empty(), "rounds are text only");
+    assert_eq!(
+        user_texts(second).last().map(String::as_str),
+        Some("Make the last result shorter")
+    );
+}
