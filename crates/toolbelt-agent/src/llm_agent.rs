@@ -62,6 +62,9 @@ pub struct LlmAgent {
     framework_tools: Vec<DynTool>,
     /// This agent's own plugins ([`LlmAgentBuilder::plugin`]).
     plugins: Vec<crate::Plugin>,
+    /// The declarations the last run offered, shared with its requests: a run that offers
+    /// the same tools reuses them and their wire shapes (made once, not once per run).
+    offered: std::sync::Mutex<Tools>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -88,7 +91,7 @@ pub struct LlmAgentBuilder {
     sub_agents: Vec<DynAgent>,
     config: GenerationConfig,
     mode: Option<ExecutionMode>,
-    tool_retry: Option<RetryPolicy>,
+    tool_retry: Option<Retry>,
     tool_filter: Option<ToolFilter>,
     refresh_tool_sets_on_run: bool,
     max_tool_iterations: usize,
@@ -185,7 +188,28 @@ impl LlmAgentBuilder {
     /// ([`LlmAgentBuilder::executor`]) add the middleware there instead; giving both is a
     /// configuration error.
     pub fn tool_retry(mut self, policy: RetryPolicy) -> Self {
-        self.tool_retry = Some(policy);
+        self.tool_retry = Some(Retry::new(policy));
+        self
+    }
+
+    /// Retries failing tool calls as `retry` says: its schedule and its own rule, which
+    /// reads the failure and the call's context (the run's [`Invocation`] is there, so a
+    /// rule can depend on the agent, the session or the tool). Same placement and limits as
+    /// [`LlmAgentBuilder::tool_retry`].
+    ///
+    /// ```
+    /// use toolbelt_agent::{Invocation, LlmAgent};
+    /// use toolbelt_core::RetryPolicy;
+    /// use toolbelt_exec::{Retry, default_retry_on};
+    /// let retry = Retry::new(RetryPolicy::default()).retry_on(|info| {
+    ///     let in_ci = Invocation::from_context(info.ctx).is_some_and(|inv| inv.agent_name() == "ci");
+    ///     default_retry_on(info) || (in_ci && info.result_error)
+    /// });
+    /// let builder = LlmAgent::builder("ci").tool_retry_with(retry);
+    /// # let _ = builder;
+    /// ```
+    pub fn tool_retry_with(mut self, retry: Retry) -> Self {
+        self.tool_retry = Some(retry);
         self
     }
 
@@ -307,8 +331,8 @@ impl LlmAgentBuilder {
             Some(executor) => executor,
             None => {
                 let mut builder = Executor::builder(Arc::new(Registry::new()));
-                if let Some(policy) = self.tool_retry {
-                    builder = builder.middleware(Retry::new(policy));
+                if let Some(retry) = self.tool_retry {
+                    builder = builder.middleware(retry);
                 }
                 for configure in self.configure {
                     builder = configure(builder);
@@ -377,6 +401,7 @@ impl LlmAgentBuilder {
             runs_tool_callbacks,
             framework_tools,
             plugins: self.plugins,
+            offered: std::sync::Mutex::default(),
         })
     }
 }
@@ -460,6 +485,22 @@ impl LlmAgent {
     pub fn add_tool_set(&self, set: DynToolSet) {
         self.registry
             .replace_tool_set(set, tool_set_options(self.refresh_tool_sets_on_run));
+    }
+
+    /// Replaces all the agent's tool sets with `sets`, for runs that start from now on (the
+    /// spec's `SetToolSets`): sets not named in `sets` are removed, a set whose name is
+    /// already there takes that set's place in the naming order, new ones come after in
+    /// the order given. The sets taken away are not closed: whoever opened them closes them.
+    pub fn set_tool_sets(&self, sets: Vec<DynToolSet>) {
+        let options = tool_set_options(self.refresh_tool_sets_on_run);
+        for name in self.registry.tool_set_names() {
+            if !sets.iter().any(|set| set.name() == name) {
+                self.registry.remove_tool_set(&name);
+            }
+        }
+        for set in sets {
+            self.registry.replace_tool_set(set, options.clone());
+        }
     }
 
     /// Removes the tool set named `name` (not closing it); whether it was there.
@@ -622,6 +663,17 @@ impl LlmAgent {
         } else {
             RunApprovals::default()
         }
+    }
+
+    /// The declarations `tools` offers, shared by every request of the run and, while they
+    /// stay the same, by later runs (comparing costs less than shaping them anew).
+    fn offered_tools(&self, tools: &ToolSnapshot) -> Tools {
+        let declarations = tools.declarations();
+        let mut last = self.offered.lock().unwrap_or_else(|p| p.into_inner());
+        if **last != declarations {
+            *last = Tools::new(declarations);
+        }
+        last.clone()
     }
 
     async fn request(&self, inv: &Invocation, tools: &Tools) -> Result<Request, AgentError> {
@@ -1017,8 +1069,7 @@ impl LlmAgent {
         }
         let mut tool_turns = 0;
         let mut warned = HashSet::new();
-        // Declared once per run: every request of the run shares them (and their shapes).
-        let offered = Tools::new(tools.declarations());
+        let offered = self.offered_tools(&tools);
         loop {
             let request = self.request(inv, &offered).await?;
             let Some(calls) = self

@@ -680,6 +680,45 @@ async fn tool_sets_added_and_removed_between_runs_are_never_closed_by_the_agent(
 }
 
 #[tokio::test]
+async fn set_tool_sets_replaces_them_all_at_once_between_runs() {
+    let server = ScriptedServer::start_with(|_| Reply::text("ok"))
+        .await
+        .unwrap();
+    let files = CountingSet::new("files", vec![echo("read")]);
+    let web = CountingSet::new("web", vec![echo("fetch")]);
+    let shell = CountingSet::new("shell", vec![echo("bash")]);
+    let agent = Arc::new(
+        agent("a", &server, false)
+            .tool_set(files.clone() as DynToolSet)
+            .tool_set(web.clone() as DynToolSet)
+            .build()
+            .unwrap(),
+    );
+    let runner = Runner::new("app", agent.clone());
+    run(&runner, "s", "1", RunOptions::new()).await;
+
+    agent.set_tool_sets(vec![shell.clone() as DynToolSet, web.clone() as DynToolSet]);
+    run(&runner, "s", "2", RunOptions::new()).await;
+    let mut offered = server.requests()[1].tool_names();
+    offered.sort();
+    assert_eq!(offered, ["bash", "fetch"]);
+    assert_eq!(
+        agent.tool_set_names(),
+        ["web", "shell"],
+        "web keeps its place"
+    );
+
+    agent.set_tool_sets(Vec::new());
+    run(&runner, "s", "3", RunOptions::new()).await;
+    assert!(server.requests()[2].tool_names().is_empty());
+    assert_eq!(
+        files.closed.load(Ordering::SeqCst),
+        0,
+        "removed sets are not closed"
+    );
+}
+
+#[tokio::test]
 async fn a_set_tool_whose_name_is_taken_is_offered_under_the_sets_prefix_and_called_there() {
     let server = ScriptedServer::start([
         Reply::tool_call("c1", "files_read", r#"{"from":"set"}"#),

@@ -20,6 +20,9 @@ use crate::{Middleware, Next, ToolRequest};
 /// What `retry_on` sees about a failed attempt.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryInfo<'a> {
+    /// The call's context: its invocation (an agent run puts its `Invocation` there, so a
+    /// rule can read the agent's name or the session), cancellation and extensions.
+    pub ctx: &'a ToolContext,
     /// The tool's name.
     pub tool_name: &'a str,
     /// The call's `tool_call_id`.
@@ -49,8 +52,8 @@ pub fn default_retry_on(info: &RetryInfo<'_>) -> bool {
 ///
 /// Waits between attempts end early, with [`ToolError::Cancelled`], if the call is
 /// cancelled. Placed outside [`Timeout`](crate::Timeout), every attempt gets its own time
-/// limit. In a streamed batch, a retried streaming tool's failed attempts may have sent
-/// chunks before the attempt that counts.
+/// limit. A streaming tool called in a streamed batch is not retried: its chunks have
+/// already reached the caller, and a second attempt would send them again.
 ///
 /// ```
 /// use std::time::Duration;
@@ -132,7 +135,8 @@ impl Middleware for Retry {
         next: Next<'_>,
     ) -> Result<ToolOutput, ToolError> {
         let declared_unsafe = req.tool.declaration().meta.idempotent == Some(false);
-        if declared_unsafe && !self.retry_non_idempotent {
+        let streamed = req.chunks.is_some() && req.tool.is_streaming();
+        if streamed || (declared_unsafe && !self.retry_non_idempotent) {
             return next.run(ctx, req).await;
         }
         let mut delays = self.policy.delays();
@@ -143,6 +147,7 @@ impl Middleware for Retry {
                 return result;
             }
             let info = RetryInfo {
+                ctx: &ctx,
                 tool_name: req.tool_name(),
                 call_id: &req.call_id,
                 attempt,

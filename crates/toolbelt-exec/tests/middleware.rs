@@ -505,3 +505,37 @@ async fn audit_leaves_arguments_out_by_default_and_names_error_kinds() {
     assert_eq!(records[0].argument_bytes, r#"{"token":"x"}"#.len());
     assert_eq!(records[0].outcome, AuditOutcome::Error("failed"));
 }
+
+/// What a retry rule may read: the run it belongs to, put in the call's context.
+#[derive(Clone)]
+struct RunOwner(&'static str);
+
+#[tokio::test]
+async fn a_retry_rule_reads_the_calls_context() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let flaky = tool("flaky", any_object(), ToolMeta::default(), move |_, _| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ToolError>(ToolOutput::error("busy"))
+        }
+    });
+    let policy = RetryPolicy {
+        max_retries: 2,
+        min_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(2),
+        ..RetryPolicy::default()
+    };
+    // Result-level failures are retried only for the agent named "patient".
+    let retry = Retry::new(policy).retry_on(|info| {
+        info.result_error && info.ctx.get::<RunOwner>().is_some_and(|o| o.0 == "patient")
+    });
+    let executor = executor_with([flaky], |b| b.middleware(retry));
+    for (owner, expected) in [("hasty", 1), ("patient", 3)] {
+        attempts.store(0, Ordering::SeqCst);
+        let ctx = ToolContext::new().with_extension(RunOwner(owner));
+        let _ = executor.invoke_tool(ctx, "flaky", "{}").await;
+        assert_eq!(attempts.load(Ordering::SeqCst), expected, "{owner}");
+    }
+}

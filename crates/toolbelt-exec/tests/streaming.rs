@@ -369,3 +369,83 @@ async fn a_consumer_that_reads_slowly_loses_no_chunk_of_a_long_stream() {
     assert_eq!(texts, expected);
     assert_eq!(merged.unwrap(), expected.concat());
 }
+
+/// A streaming tool that sends one chunk and then fails with a transient error, counting
+/// its attempts.
+struct FlakyStream {
+    declaration: toolbelt_core::Declaration,
+    attempts: Arc<std::sync::atomic::AtomicU32>,
+}
+
+#[async_trait]
+impl toolbelt_core::Tool for FlakyStream {
+    fn declaration(&self) -> &toolbelt_core::Declaration {
+        &self.declaration
+    }
+
+    async fn call(&self, _ctx: ToolContext, _args: &str) -> Result<ToolOutput, ToolError> {
+        self.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err(ToolError::failed(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )))
+    }
+
+    fn is_streaming(&self) -> bool {
+        true
+    }
+
+    async fn call_stream(
+        &self,
+        _ctx: ToolContext,
+        _args: &str,
+    ) -> Result<toolbelt_core::ToolStream, ToolError> {
+        self.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let items: Vec<Result<StreamChunk, ToolError>> = vec![
+            Ok(StreamChunk::new("part")),
+            Err(ToolError::failed(std::io::Error::from(
+                std::io::ErrorKind::BrokenPipe,
+            ))),
+        ];
+        Ok(Box::pin(futures::stream::iter(items)))
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_call_is_not_retried_but_the_same_tool_called_whole_is() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let attempts = Arc::new(AtomicU32::new(0));
+    let flaky: DynTool = Arc::new(FlakyStream {
+        declaration: toolbelt_core::Declaration::new("flaky", "Streams, then breaks").unwrap(),
+        attempts: attempts.clone(),
+    });
+    let policy = toolbelt_exec::RetryPolicy {
+        max_retries: 2,
+        min_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(2),
+        ..Default::default()
+    };
+    let executor = executor_with([flaky], |b| b.middleware(toolbelt_exec::Retry::new(policy)));
+    let calls = [ToolCall::new("c1", "flaky", "{}")];
+    let events = all_events(&executor, &calls, &BatchOptions::new()).await;
+    assert_eq!(chunk_texts(&events), ["part"], "the chunk was sent once");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        1,
+        "a streamed call runs once"
+    );
+    let (_, item) = done_items(events).pop().unwrap();
+    assert!(item.as_done().unwrap().result.is_err());
+
+    attempts.store(0, Ordering::SeqCst);
+    let whole = executor
+        .invoke_tool(ToolContext::new(), "flaky", "{}")
+        .await;
+    assert!(whole.is_err());
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        3,
+        "called whole, it is retried"
+    );
+}

@@ -184,6 +184,6 @@ mod tests {
     fn long_descriptions_are_cut_at_a_character_boundary() {
         let text = "é".repeat(300);
         let cut = first_line(&text);
-        assert_eq!(cut.chars().count(), DESCRIPTION_CHARS + 1);
+        assert_eq!(cut.chars().count(), DESCRIPTION_CHARS);
     }
 }
