@@ -499,7 +499,7 @@ impl LlmAgent {
             }
         }
         for set in sets {
-            self.registry.replace_tool_set(set, options.clone());
+            self.registry.replace_tool_set(set, options);
         }
     }
 

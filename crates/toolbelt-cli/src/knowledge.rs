@@ -20,6 +20,7 @@ use toolbelt_knowledge::{
 use crate::common::{CliError, EXIT_OK, Outcome};
 use crate::progress::Progress;
 
+mod fetch;
 mod flag;
 pub use flag::KnowledgeArgs;
 
@@ -47,11 +48,15 @@ pub struct DbArgs {
 /// Flags of `toolbelt knowledge index`.
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// Files, folders or globs (`docs/**/*.md`).
+    /// Files, folders, globs (`docs/**/*.md`) or web pages (`https://…`, read by WebFetch).
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<String>,
     #[command(flatten)]
     db: DbArgs,
+    /// Let URL sources reach this address or range (loopback, private and link-local
+    /// addresses are refused by default; repeatable).
+    #[arg(long, value_name = "CIDR")]
+    allow_address: Vec<String>,
     /// The largest chunk, in characters.
     #[arg(long, value_name = "N", default_value_t = 1500,
           value_parser = clap::value_parser!(u32).range(64..=100_000))]
@@ -171,7 +176,8 @@ async fn index(args: IndexArgs) -> Outcome {
         .with_chunking(toolbelt_knowledge::ChunkOptions {
             max_chars: args.max_chars as usize,
             overlap_chars: args.overlap as usize,
-        });
+        })
+        .with_url_fetcher(Arc::new(fetch::WebFetchSource::new(&args.allow_address)?));
     let sources: Vec<Source> = args.paths.iter().map(Source::new).collect();
     let progress = Progress::on_stderr(args.json);
     progress.spin(format!("indexing {}", args.paths.join(" ")));
@@ -194,7 +200,8 @@ async fn index(args: IndexArgs) -> Outcome {
         if report.skipped_large + report.skipped_binary + report.skipped_unreadable > 0 {
             println!(
                 "skipped: {} too large ({} bytes, {} for a PDF), {} binary, {} unreadable \
-                 (a broken, encrypted or too slow PDF)",
+                 (a broken, encrypted or too slow PDF, or a page that could not be fetched: \
+                 its stored version is kept)",
                 report.skipped_large,
                 toolbelt_knowledge::MAX_FILE_BYTES,
                 toolbelt_knowledge::MAX_PDF_BYTES,

@@ -237,3 +237,106 @@ fn a_postgres_base_is_indexed_and_searched_and_its_url_never_printed() {
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(json["hits"][0]["citation"], "docs/ops.md:3-5", "{json}");
 }
+
+/// A web server on 127.0.0.1 answering every request with `page` (HTML) while `up` holds,
+/// else with a 500; returns its address and the count of requests it saw.
+fn page_server(
+    page: &'static str,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let (status, body) = if up.load(Ordering::SeqCst) {
+                ("200 OK", page)
+            } else {
+                ("500 Internal Server Error", "down")
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (address, seen)
+}
+
+const GUIDE: &str = "<html><head><title>Release guide</title></head><body>\
+<h2>Rollback</h2><p>Run <code>make rollback</code> to restore the previous release.</p>\
+</body></html>";
+
+#[test]
+fn a_web_page_is_indexed_through_webfetch_and_kept_when_it_cannot_be_fetched_again() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let up = std::sync::Arc::new(AtomicBool::new(true));
+    let (address, seen) = page_server(GUIDE, up.clone());
+    let url = format!("http://{address}/guide");
+
+    // WebFetch's guard refuses a loopback address unless it is allowed: nothing is sent.
+    let out = toolbelt(d, &["knowledge", "index", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 unreadable"), "{}", stdout(&out));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "the guard refused before connecting"
+    );
+
+    let out = toolbelt(
+        d,
+        &["knowledge", "index", &url, "--allow-address", "127.0.0.1"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 files: 1 added"),
+        "{}",
+        stdout(&out)
+    );
+    let search = |d: &Path| {
+        let out = toolbelt(d, &["knowledge", "search", "how do I roll back a release"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let found = search(d);
+    assert!(found.contains(&format!("[1] {url}")), "{found}");
+    assert!(found.contains("make rollback"), "{found}");
+
+    // The page is down now: the stored version stays and is still found.
+    up.store(false, Ordering::SeqCst);
+    let out = toolbelt(
+        d,
+        &[
+            "knowledge",
+            "index",
+            &url,
+            "--allow-address",
+            "127.0.0.1/32",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("0 removed"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("1 unreadable"), "{}", stdout(&out));
+    assert!(search(d).contains("make rollback"));
+
+    let out = toolbelt(
+        d,
+        &["knowledge", "index", &url, "--allow-address", "nonsense"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--allow-address"), "{}", stderr(&out));
+}

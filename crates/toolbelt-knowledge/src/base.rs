@@ -24,7 +24,9 @@ use crate::KnowledgeError;
 use crate::chunk::DocKind;
 use crate::chunk::{Chunk, ChunkOptions, Document, chunk_document};
 use crate::filter::{FieldSpec, Filter, builtin_fields};
-use crate::source::{Body, LoadedFile, MAX_PDF_BYTES, Source, load, sha256_hex};
+use crate::source::{
+    Body, LoadedFile, MAX_PDF_BYTES, Source, UrlFetcher, fetch_urls, load, sha256_hex,
+};
 use crate::store::ChunkStore;
 
 /// Names the chunking recipe in every file hash: a build that chunks differently re-chunks.
@@ -173,6 +175,7 @@ pub struct KnowledgeBase {
     options: ChunkOptions,
     fields: Vec<FieldSpec>,
     reranker: Option<Arc<dyn Reranker>>,
+    url_fetcher: Option<Arc<dyn UrlFetcher>>,
     live: RwLock<Live>,
 }
 
@@ -197,6 +200,7 @@ impl KnowledgeBase {
             options: ChunkOptions::default(),
             fields: builtin_fields(),
             reranker: None,
+            url_fetcher: None,
             live: RwLock::new(Live::default()),
         }
     }
@@ -223,6 +227,12 @@ impl KnowledgeBase {
     pub fn with_field(mut self, field: FieldSpec) -> Self {
         self.fields.retain(|f| f.name != field.name);
         self.fields.push(field);
+        self
+    }
+
+    /// Reads URL sources through `fetcher` (without one, indexing a URL source fails).
+    pub fn with_url_fetcher(mut self, fetcher: Arc<dyn UrlFetcher>) -> Self {
+        self.url_fetcher = Some(fetcher);
         self
     }
 
@@ -261,20 +271,25 @@ impl KnowledgeBase {
             "{CHUNKER_VERSION}:{}:{}",
             self.options.max_chars, self.options.overlap_chars
         );
+        let fetched = fetch_urls(sources, &salt, self.url_fetcher.as_deref()).await?;
         let sources = sources.to_vec();
-        let (files, skipped) = tokio::task::spawn_blocking(move || load(&sources, &salt))
+        let (mut files, skipped) = tokio::task::spawn_blocking(move || load(&sources, &salt))
             .await
             .map_err(|e| KnowledgeError::Store(format!("reading sources failed: {e}")))??;
+        files.extend(fetched.files);
         let mut live = self.live.write().await;
         self.ensure_loaded(&mut live).await?;
         let stored = self.store.documents().await?;
         let mut report = IndexReport {
             files: files.len(),
-            skipped_large: skipped.too_large,
+            skipped_large: skipped.too_large + fetched.too_large,
             skipped_binary: skipped.binary,
+            skipped_unreadable: fetched.failed.len(),
             ..IndexReport::default()
         };
-        let mut seen = std::collections::HashSet::new();
+        // A page that could not be fetched now keeps what was stored of it.
+        let mut seen: std::collections::HashSet<&str> =
+            fetched.failed.iter().map(String::as_str).collect();
         let mut fresh: Vec<Chunk> = Vec::new();
         for file in &files {
             seen.insert(file.key.as_str());

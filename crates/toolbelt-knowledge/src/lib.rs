@@ -69,7 +69,7 @@ pub use filter::{FieldSpec, FieldType, Filter};
 pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, VectorColumn};
-pub use source::{MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source};
+pub use source::{FetchedDocument, MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source, UrlFetcher};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{ChunkStore, MemoryStore};

@@ -1,5 +1,10 @@
-//! [`Source`]: files and folders (by path or glob) that feed a knowledge base, and the walk
-//! that reads them.
+//! [`Source`]: files and folders (by path or glob) or web pages (by URL) that feed a
+//! knowledge base, and the walk that reads them.
+//!
+//! A URL source is read through a [`UrlFetcher`] the application gives the base (the command
+//! line gives WebFetch's: its address guard refuses private and loopback addresses, its size
+//! and time limits apply, HTML comes back as Markdown); the base itself opens no connection.
+//! A page that cannot be fetched is counted as unreadable and its stored version is kept.
 //!
 //! Folders are walked by the `ignore` crate, as ripgrep walks them: `.gitignore`, `.ignore`
 //! and git's exclude files are honoured and hidden files are skipped. Only files whose
@@ -33,8 +38,9 @@ pub struct Source {
 }
 
 impl Source {
-    /// A file, a folder, or a glob (any of `*?[{` makes it one; the walk starts at the
-    /// longest leading part without them).
+    /// A file, a folder, a glob (any of `*?[{` makes it one; the walk starts at the
+    /// longest leading part without them), or an `http://` / `https://` URL (read through
+    /// the base's [`UrlFetcher`]).
     pub fn new(location: impl Into<String>) -> Self {
         Source {
             location: location.into(),
@@ -52,6 +58,89 @@ impl Source {
     pub fn location(&self) -> &str {
         &self.location
     }
+}
+
+/// Reads the page a URL source names, for a knowledge base.
+#[async_trait::async_trait]
+pub trait UrlFetcher: Send + Sync {
+    /// The document at `url` (HTML converted to Markdown or text), or why there is none.
+    /// The fetcher owns the rules: which addresses it may reach, its size and time limits.
+    async fn fetch(&self, url: &str) -> Result<FetchedDocument, String>;
+}
+
+/// A document a [`UrlFetcher`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedDocument {
+    /// Its text.
+    pub text: String,
+    /// How to chunk it ([`DocKind::Markdown`] for a converted page).
+    pub kind: DocKind,
+}
+
+/// Whether a source names a web page rather than a path.
+pub(crate) fn is_url(location: &str) -> bool {
+    let lower = location.trim_start().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// What fetching the URL sources came to: the documents read, and the keys of those that
+/// could not be (their stored versions are kept).
+pub(crate) struct FetchedSources {
+    pub(crate) files: Vec<LoadedFile>,
+    pub(crate) failed: Vec<String>,
+    pub(crate) too_large: usize,
+}
+
+/// Fetches every URL source of `sources`, one after another (a knowledge base is indexed
+/// rarely; one page at a time keeps a fetcher's host from being flooded).
+pub(crate) async fn fetch_urls(
+    sources: &[Source],
+    salt: &str,
+    fetcher: Option<&dyn UrlFetcher>,
+) -> Result<FetchedSources, KnowledgeError> {
+    let mut out = FetchedSources {
+        files: Vec::new(),
+        failed: Vec::new(),
+        too_large: 0,
+    };
+    let mut seen = std::collections::HashSet::new();
+    for source in sources.iter().filter(|s| is_url(&s.location)) {
+        let url = source.location.trim();
+        if !seen.insert(url.to_string()) {
+            continue;
+        }
+        let Some(fetcher) = fetcher else {
+            return Err(KnowledgeError::source(
+                url,
+                "a URL source needs a fetcher (KnowledgeBase::with_url_fetcher; the command \
+                 line uses WebFetch's)"
+                    .to_string(),
+            ));
+        };
+        match fetcher.fetch(url).await {
+            Ok(document) if document.text.len() as u64 > MAX_FILE_BYTES => {
+                tracing::warn!(%url, "skipped: larger than {MAX_FILE_BYTES} bytes");
+                out.too_large += 1;
+            }
+            Ok(document) => out.files.push(LoadedFile {
+                key: url.to_string(),
+                kind: document.kind,
+                hash: hash_file(
+                    document.text.as_bytes(),
+                    document.kind,
+                    &source.fields,
+                    salt,
+                ),
+                body: Body::Text(document.text),
+                fields: source.fields.clone(),
+            }),
+            Err(message) => {
+                tracing::warn!(%url, "skipped, the stored version kept: {message}");
+                out.failed.push(url.to_string());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// One file read from a source.
@@ -113,7 +202,7 @@ pub(crate) fn load(
     let mut files = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut skipped = Skipped::default();
-    for source in sources {
+    for source in sources.iter().filter(|s| !is_url(&s.location)) {
         let location = source.location.as_str();
         let fail = |message: String| KnowledgeError::source(location, message);
         let (root, glob) = if is_glob(location) {

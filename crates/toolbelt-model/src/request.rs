@@ -131,8 +131,11 @@ impl Request {
 pub struct Tools {
     declarations: Arc<Vec<Declaration>>,
     /// Each dialect's shape of `declarations`, made on first use.
-    shapes: Arc<Mutex<Vec<(ToolDialect, Arc<WireTools>)>>>,
+    shapes: Arc<Mutex<Shapes>>,
 }
+
+/// The wire shapes made so far, one per dialect asked for (a handful at most).
+type Shapes = Vec<(ToolDialect, Arc<WireTools>)>;
 
 impl Tools {
     /// These declarations, to share between requests.

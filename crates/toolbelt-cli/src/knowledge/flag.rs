@@ -23,6 +23,7 @@ use toolbelt_knowledge::{
     KnowledgeBase, KnowledgeToolOptions, Source, knowledge_plugin, knowledge_tools,
 };
 
+use super::fetch::WebFetchSource;
 use super::{open_base, shown};
 use crate::common::CliError;
 use crate::progress::Progress;
@@ -34,7 +35,8 @@ const DEFAULT_DB: &str = ".toolbelt/knowledge.db";
 #[derive(Args, Debug, Clone, Default)]
 pub struct KnowledgeArgs {
     /// Give the model the knowledge_search and agentic_knowledge_search tools over these
-    /// files, folders (.gitignore honoured) or globs, indexed on start (repeatable;
+    /// files, folders (.gitignore honoured), globs or web pages (https://…, read by
+    /// WebFetch, public addresses only), indexed on start (repeatable;
     /// incremental: only what changed since the last start is chunked again).
     #[arg(long = "knowledge", value_name = "PATH")]
     pub knowledge: Vec<String>,
@@ -68,16 +70,10 @@ impl KnowledgeArgs {
         if !self.enabled() {
             return Ok(None);
         }
-        for location in &self.knowledge {
-            if location.contains("://") {
-                return Err(CliError::usage(format!(
-                    "--knowledge {location:?}: URL sources are not supported yet; name files, \
-                     folders or globs"
-                )));
-            }
-        }
         let db = self.db(dir);
-        let base = open_base(&db, true).await?;
+        let base = open_base(&db, true)
+            .await?
+            .with_url_fetcher(Arc::new(WebFetchSource::new(&[])?));
         let sources: Vec<Source> = self.knowledge.iter().map(Source::new).collect();
         progress.spin(format!("indexing knowledge: {}", self.knowledge.join(" ")));
         let report = base.index(&sources).await;
