@@ -38,11 +38,7 @@ pub use render::{Format, Renderer, RunSummary, Spinner};
 
 use crate::common::{CliError, ToolSourceArgs, Toolbox, canonical_dir};
 use crate::progress::Progress;
-
-/// The exit code after SIGINT (Ctrl-C): 128 + the signal's number, as shells report it.
-pub const EXIT_INTERRUPTED: u8 = 130;
-/// The exit code after SIGTERM.
-pub const EXIT_TERMINATED: u8 = 143;
+use crate::signal::{StopSignal, stop_signal};
 
 /// The application name sessions are stored under.
 pub(crate) const APP: &str = "toolbelt";
@@ -534,43 +530,6 @@ struct Permit {
     approver: Option<Arc<dyn toolbelt::exec::Approver>>,
     /// The settings files' command hooks.
     hooks: Option<toolbelt_ext::CommandHooks>,
-}
-
-/// Which signal asked the command to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopSignal {
-    /// SIGINT (Ctrl-C).
-    Interrupt,
-    /// SIGTERM.
-    Terminate,
-}
-
-impl StopSignal {
-    /// The exit code that reports it.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            StopSignal::Interrupt => EXIT_INTERRUPTED,
-            StopSignal::Terminate => EXIT_TERMINATED,
-        }
-    }
-}
-
-/// Resolves when SIGINT or SIGTERM arrives, saying which.
-pub async fn stop_signal() -> StopSignal {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
-            _ = interrupt.recv() => StopSignal::Interrupt,
-            _ = terminate.recv() => StopSignal::Terminate,
-        },
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-            StopSignal::Interrupt
-        }
-    }
 }
 
 /// How a watched run ended.

@@ -17,9 +17,10 @@ use toolbelt::agent::RunInput;
 
 use crate::agent_cli::{
     APP, AgentArgs, AgentSession, Format, MAX_STOP_ROUNDS, Renderer, RunEnd, Spinner, USER,
-    approval_from, model_from, new_session_id, shared_stdin, stop_signal, watch_run,
+    approval_from, model_from, new_session_id, shared_stdin, watch_run,
 };
 use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome};
+use crate::signal::stop_signal;
 
 /// Flags of `toolbelt chat`.
 #[derive(Args, Debug)]

@@ -27,6 +27,10 @@ pub const EXIT_TOOL_FAILED: u8 = 1;
 /// The command was used wrongly: bad flags, an unknown tool, invalid arguments, a
 /// configuration that cannot be loaded.
 pub const EXIT_USAGE: u8 = 2;
+/// The command was stopped by SIGINT (Ctrl-C): 128 + the signal's number, as shells report it.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// The command was stopped by SIGTERM.
+pub const EXIT_TERMINATED: u8 = 143;
 /// The run paused: a tool call waits for a person's approval (`toolbelt run` with
 /// `--session` and no terminal to ask on); resume it with `--approve` / `--reject` / `--edit`.
 pub const EXIT_AWAITING_APPROVAL: u8 = 3;
@@ -507,23 +511,6 @@ pub fn canonical_dir(dir: &Path) -> Result<PathBuf, CliError> {
     Ok(canonical)
 }
 
-/// Resolves when the process is asked to stop (Ctrl-C / SIGINT, or SIGTERM), so a command
-/// can cancel running tools (killing their process groups) and close its tool sets first.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 /// The argument text of a call: `raw` itself, or standard input when `raw` is `-`.
 pub fn read_arguments(raw: &str) -> Result<String, CliError> {
     if raw != "-" {
@@ -544,7 +531,7 @@ pub async fn execute_until_signal(
 ) -> CallResult {
     let token = ctx.cancellation().clone();
     let watcher = tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::signal::stop_signal().await;
         token.cancel();
     });
     let result = executor.execute_in(snapshot, ctx, call).await;

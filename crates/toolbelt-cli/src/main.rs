@@ -14,6 +14,7 @@ mod output;
 mod progress;
 mod run;
 mod serve;
+mod signal;
 mod skills;
 #[cfg(feature = "otel")]
 mod telemetry;

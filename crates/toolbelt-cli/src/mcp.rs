@@ -22,9 +22,7 @@ use toolbelt::mcp::{
 };
 use toolbelt::{Declaration, ToolContext, ToolError, ToolSet};
 
-use crate::common::{
-    CliError, EXIT_OK, Outcome, execute_until_signal, read_arguments, shutdown_signal,
-};
+use crate::common::{CliError, EXIT_OK, Outcome, execute_until_signal, read_arguments};
 use crate::mcp_client::{ElicitationMode, SamplingMode};
 use crate::output::{View, print_listing, print_output};
 
@@ -149,7 +147,7 @@ async fn open(args: &ServerArgs, ctx: &ToolContext) -> Result<McpToolSet, CliErr
         result = set.init(ctx) => {
             result.map_err(|e| CliError::usage(crate::mcp_client::explain(&e, &transport)))
         }
-        _ = shutdown_signal() => Err(CliError::failed("interrupted while connecting")),
+        _ = crate::signal::stop_signal() => Err(CliError::failed("interrupted while connecting")),
     };
     if let Err(err) = connected {
         close(&set).await;

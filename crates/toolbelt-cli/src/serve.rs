@@ -64,7 +64,7 @@ use toolbelt::mcp::server::{
 };
 use toolbelt::{ToolContext, ToolFilter};
 
-use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox, shutdown_signal};
+use crate::common::{CliError, EXIT_OK, Outcome, ToolSourceArgs, Toolbox};
 
 mod session_reads;
 #[cfg(feature = "redis")]
@@ -327,7 +327,7 @@ pub async fn run(args: ServeArgs) -> Outcome {
 
     let signal_token = shutdown.clone();
     let signals = tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::signal::stop_signal().await;
         tracing::info!("shutting down");
         signal_token.cancel();
     });

@@ -35,7 +35,8 @@ use toolbelt::exec::DynMiddleware;
 use toolbelt::mcp::server::CancellationToken;
 
 use crate::agent_cli::{AgentArgs, AgentSession};
-use crate::common::{CliError, EXIT_OK, EXIT_USAGE, Outcome, shutdown_signal};
+use crate::common::{CliError, EXIT_OK, EXIT_USAGE, Outcome};
+use crate::signal::stop_signal;
 use auth::{Access, Guard};
 use feed::Hub;
 use server::{Mode, UiState};
@@ -191,7 +192,7 @@ async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             tokio::select! {
-                _ = shutdown_signal() => {}
+                _ = stop_signal() => {}
                 _ = signals.cancelled() => {}
             }
             // Ends the event streams too, so open pages do not hold the shutdown.
