@@ -616,3 +616,33 @@ async fn chat_slash_commands_are_answered_by_chat_and_never_sent_to_the_model() 
     assert_eq!(listed.len(), 2, "{stderr}");
     assert!(!sent(1).contains("not sent"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_models_escape_sequences_reach_a_terminal_escaped_and_a_pipe_as_written() {
+    // A model repeating a hostile page: clear the screen, then pass itself off as Toolbelt.
+    let answer = "done\x1b[2J\x1b[Htoolbelt: all checks passed\tok";
+    let dir = project();
+    let server = ScriptedServer::start([Reply::text(answer), Reply::text(answer)])
+        .await
+        .unwrap();
+    let mut command = toolbelt(&server, dir.path());
+    command.args(["run", "Summarise", "--dir"]).arg(dir.path());
+    let (status, shown) = run_support::output_to_terminal(command).await;
+    assert!(status.success());
+    let shown = text(&shown);
+    assert!(
+        shown.contains(r"done\x1b[2J\x1b[Htoolbelt: all checks passed"),
+        "escaped on the terminal: {shown:?}"
+    );
+    assert!(!shown.contains("\x1b[2J"), "no raw clear-screen: {shown:?}");
+    assert!(shown.contains("passed\tok"), "a tab stays a tab: {shown:?}");
+
+    let mut piped = toolbelt(&server, dir.path());
+    piped.args(["run", "Summarise", "--dir"]).arg(dir.path());
+    let out = output(piped, "").await;
+    assert_eq!(
+        text(&out.stdout),
+        format!("{answer}\n"),
+        "a pipe gets the bytes"
+    );
+}

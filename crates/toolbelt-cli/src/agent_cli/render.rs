@@ -102,6 +102,9 @@ pub struct Renderer {
     open_nodes: usize,
     stdout_at_line_start: bool,
     stderr_at_line_start: bool,
+    /// Which of the two streams is a terminal: model text written there is escaped.
+    stdout_tty: bool,
+    stderr_tty: bool,
 }
 
 impl Renderer {
@@ -126,6 +129,8 @@ impl Renderer {
             open_nodes: 0,
             stdout_at_line_start: true,
             stderr_at_line_start: true,
+            stdout_tty: out,
+            stderr_tty: err,
         }
     }
 
@@ -397,8 +402,9 @@ impl Renderer {
         if text.is_empty() {
             return;
         }
+        let shown = on_terminal(text, self.stdout_tty);
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
+        let _ = out.write_all(shown.as_bytes());
         let _ = out.flush();
         self.stdout_at_line_start = text.ends_with('\n');
     }
@@ -407,8 +413,9 @@ impl Renderer {
         if text.is_empty() {
             return;
         }
+        let shown = on_terminal(text, self.stderr_tty);
         let mut err = std::io::stderr().lock();
-        let _ = err.write_all(text.as_bytes());
+        let _ = err.write_all(shown.as_bytes());
         let _ = err.flush();
         self.stderr_at_line_start = text.ends_with('\n');
     }
@@ -480,6 +487,18 @@ fn plan_lines(result: &ToolResult) -> Option<String> {
             .collect::<Vec<_>>()
             .join("\n"),
     )
+}
+
+/// Model text as written to a stream: on a terminal, every character the terminal would
+/// interpret (an escape sequence that clears the screen or rewrites a line the user trusts)
+/// is written out visibly, tabs and line feeds kept; to a pipe or a file, the text as the
+/// model wrote it, for the program that reads it.
+fn on_terminal(text: &str, tty: bool) -> std::borrow::Cow<'_, str> {
+    if !tty || !toolbelt::has_hidden(&text.replace('\t', " ")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let parts: Vec<_> = text.split('\t').map(toolbelt::visible).collect();
+    std::borrow::Cow::Owned(parts.join("\t"))
 }
 
 /// One event as one line of JSON on stdout (the `--json` format).
