@@ -43,7 +43,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
 };
 use rustix::fs::OFlags;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use toolbelt_process::{Contain, Containment, ExitOutcome, PreExec};
 
 use super::{
@@ -80,11 +80,65 @@ const PERMISSION_DENIED: &str = "Permission denied";
 /// search ran: passed by without a word, as the in-process walk does.
 const VANISHED: &str = "No such file or directory";
 
-/// Whether stderr has an error other than a refused read or a vanished file.
-fn other_errors(stderr: &str) -> bool {
-    stderr
-        .lines()
-        .any(|l| !l.trim().is_empty() && !l.contains(PERMISSION_DENIED) && !l.contains(VANISHED))
+/// The most of a stderr line that is kept (the rest of a longer line is dropped).
+const MAX_STDERR_LINE: usize = 4096;
+/// The most of stderr's other errors that is kept for the message.
+const MAX_STDERR_KEPT: usize = 64 * 1024;
+
+/// What a search child said on stderr, read line by line within bounds: a tree of a million
+/// unreadable files makes a million lines, which are counted, not kept.
+#[derive(Debug, Default)]
+struct Stderr {
+    /// Reads the jail refused (symlinks pointing outside the base).
+    refused: usize,
+    /// The first lines that are neither a refused read nor a vanished file.
+    other: String,
+}
+
+impl Stderr {
+    fn take_line(&mut self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        if line.contains(PERMISSION_DENIED) {
+            self.refused += 1;
+        } else if !line.trim().is_empty()
+            && !line.contains(VANISHED)
+            && self.other.len() < MAX_STDERR_KEPT
+        {
+            self.other.push_str(line.trim_end());
+            self.other.push('\n');
+        }
+    }
+
+    /// Whether stderr has an error other than a refused read or a vanished file.
+    fn has_other_errors(&self) -> bool {
+        !self.other.is_empty()
+    }
+
+    /// Reads `pipe` to its end.
+    async fn read(pipe: impl tokio::io::AsyncRead + Unpin) -> Self {
+        use tokio::io::AsyncReadExt;
+        let mut out = Stderr::default();
+        let mut pipe = pipe;
+        let mut chunk = vec![0u8; 8192];
+        let mut line: Vec<u8> = Vec::new();
+        while let Ok(n) = pipe.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            for &byte in &chunk[..n] {
+                if byte == b'\n' {
+                    out.take_line(&line);
+                    line.clear();
+                } else if line.len() < MAX_STDERR_LINE {
+                    line.push(byte);
+                }
+            }
+        }
+        if !line.is_empty() {
+            out.take_line(&line);
+        }
+        out
+    }
 }
 
 impl ExternalSearch {
@@ -173,7 +227,7 @@ impl ExternalSearch {
         &self,
         mut command: tokio::process::Command,
         mut line: impl FnMut(&[u8]),
-    ) -> io::Result<(ExitOutcome, String)> {
+    ) -> io::Result<(ExitOutcome, Stderr)> {
         command
             .current_dir(&self.base)
             .stdin(Stdio::null())
@@ -189,13 +243,10 @@ impl ExternalSearch {
         let stderr = child.take_stderr();
         // Both pipes at once, so a chatty stderr never blocks the child on a full pipe.
         let read_stderr = async move {
-            let mut text = String::new();
-            if let Some(stderr) = stderr {
-                let mut bytes = Vec::new();
-                let _ = BufReader::new(stderr).read_to_end(&mut bytes).await;
-                text = String::from_utf8_lossy(&bytes).into_owned();
+            match stderr {
+                Some(stderr) => Stderr::read(stderr).await,
+                None => Stderr::default(),
             }
-            text
         };
         let read_stdout = async move {
             let Some(stdout) = stdout else {
@@ -334,14 +385,12 @@ impl ExternalSearch {
             .await
             .map_err(|e| SearchError::Unavailable(format!("cannot run rg: {e}")))?;
         // Per-file refusals: what the jail denied (symlinks pointing outside the base).
-        let skipped_outside = stderr
-            .lines()
-            .filter(|l| l.contains(PERMISSION_DENIED))
-            .count();
+        let skipped_outside = stderr.refused;
         // rg exits 1 for "no match" and 2 for errors; with output, errors were per file.
-        let other_errors = other_errors(&stderr);
-        if status.code == Some(2) && total == 0 && other_errors {
-            return Err(SearchError::Failed(super::short_message(stderr.trim())));
+        if status.code == Some(2) && total == 0 && stderr.has_other_errors() {
+            return Err(SearchError::Failed(super::short_message(
+                stderr.other.trim(),
+            )));
         }
         Ok(GrepResults {
             lines,
@@ -413,12 +462,11 @@ impl ExternalSearch {
             })
             .await
             .map_err(|e| SearchError::Unavailable(format!("cannot run fd: {e}")))?;
-        let skipped = stderr
-            .lines()
-            .filter(|l| l.contains(PERMISSION_DENIED))
-            .count();
-        if !status.success() && other_errors(&stderr) {
-            return Err(SearchError::Failed(super::short_message(stderr.trim())));
+        let skipped = stderr.refused;
+        if !status.success() && stderr.has_other_errors() {
+            return Err(SearchError::Failed(super::short_message(
+                stderr.other.trim(),
+            )));
         }
         // One open per path: on a large tree, work for a blocking thread.
         let this = self.clone();
@@ -666,6 +714,27 @@ mod tests {
             "the setsid escapee {escapee} outlived the search: {:?} {:?}",
             std::fs::read_to_string(format!("/proc/{escapee}/stat")),
             std::fs::read_to_string(format!("/proc/{escapee}/cgroup"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_flood_of_refusals_is_counted_not_kept_and_long_lines_are_cut() {
+        let mut text = "rg: ./x: Permission denied (os error 13)\n".repeat(200_000);
+        text.push_str(&format!("rg: regex parse error: {}\n", "y".repeat(100_000)));
+        text.push_str("rg: ./gone: No such file or directory (os error 2)\n");
+        let stderr = Stderr::read(text.as_bytes()).await;
+        assert_eq!(stderr.refused, 200_000);
+        assert!(stderr.has_other_errors());
+        assert!(stderr.other.starts_with("rg: regex parse error"));
+        assert!(
+            stderr.other.len() <= MAX_STDERR_LINE + 1,
+            "{}",
+            stderr.other.len()
         );
     }
 }
