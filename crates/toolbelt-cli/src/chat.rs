@@ -7,7 +7,11 @@
 //!
 //! A line starting with `/` is a command for `chat` itself, never sent to the model (as in
 //! Claude Code): `/help`, `/clear` (a new session), `/tools`, `/model`, `/sessions`,
-//! `/resume ID`, `/exit`; an unknown one says so.
+//! `/resume ID`, `/exit`; an unknown one says so. `/sessions` lists the store's sessions as
+//! `toolbelt sessions list` does (newest first, each by its first prompt).
+//!
+//! `--continue` goes on with the store's most recently updated session, or starts a new one
+//! (saying so) when it holds none.
 
 use std::io::{IsTerminal, Write};
 
