@@ -84,7 +84,8 @@ pub struct AgentArgs {
     /// retried. Default: the library's.
     #[arg(long, value_name = "N")]
     pub max_retries: Option<usize>,
-    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id; or
+    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id or
+    /// --continue (`toolbelt sessions list` finds it by its first prompt); or
     /// in a server shared by several machines: postgres://USER:PASSWORD@HOST/DB or
     /// redis://HOST:PORT (builds with features postgres, redis).
     #[arg(long, value_name = "FILE|URL")]
