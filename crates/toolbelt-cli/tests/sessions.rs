@@ -1,6 +1,7 @@
 //! `toolbelt sessions list|show|rm` and `chat --continue` / `run --continue` end to end: the
-//! built binary over a real SQLite session file (and Redis, with feature `redis`), the
-//! conversations written by real `chat` and `run` processes against the scripted model server.
+//! built binary over a real SQLite session file (and Redis and PostgreSQL, with features
+//! `redis` and `postgres`), the conversations written by real `chat` and `run` processes
+//! against the scripted model server.
 
 use crate::run_support;
 
@@ -312,29 +313,21 @@ async fn a_title_with_an_escape_sequence_is_shown_escaped() {
     }
 }
 
-/// The same commands over Redis (`.ci/start-services` runs it): the sessions of this test,
-/// by their ids, among whatever else the server holds.
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread")]
-async fn sessions_list_show_and_rm_over_redis() {
-    let url = toolbelt_testkit::service_url("TOOLBELT_TEST_REDIS_URL", "redis://127.0.0.1:6379");
+/// `list`, `show` and `rm` on the server store `url`: the session of this test, by its id,
+/// among whatever else the server holds; the URL (which may hold a password) never printed.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+async fn list_show_rm_on(url: &str) {
     let dir = project();
     let server = ScriptedServer::start([Reply::text("first answer")])
         .await
         .unwrap();
     let tag = format!("{:x}", std::process::id());
-    let (code, stderr) = chat(
-        &server,
-        dir.path(),
-        &url,
-        &format!("redis prompt {tag}\n"),
-        &[],
-    )
-    .await;
+    let prompt = format!("server prompt {tag}");
+    let (code, stderr) = chat(&server, dir.path(), url, &format!("{prompt}\n"), &[]).await;
     assert_eq!(code, Some(0), "{stderr}");
     let id = session_id_in(&stderr);
 
-    let (code, stdout, stderr) = sessions(dir.path(), &url, &["list", "--json"]).await;
+    let (code, stdout, stderr) = sessions(dir.path(), url, &["list", "--json"]).await;
     assert_eq!(code, Some(0), "{stderr}");
     let listed: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     let mine = listed
@@ -343,19 +336,44 @@ async fn sessions_list_show_and_rm_over_redis() {
         .iter()
         .find(|s| s["session_id"] == id.as_str())
         .unwrap_or_else(|| panic!("{id} not in {listed}"));
-    assert_eq!(mine["title"], format!("redis prompt {tag}"));
+    assert_eq!(mine["title"], prompt.as_str());
 
-    let (code, stdout, stderr) = sessions(dir.path(), &url, &["show", &id]).await;
+    let (code, stdout, stderr) = sessions(dir.path(), url, &["show", &id]).await;
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
-        stdout.contains(&format!("user: redis prompt {tag}")) && stdout.contains("first answer"),
+        stdout.contains(&format!("user: {prompt}")) && stdout.contains("first answer"),
         "{stdout}"
     );
 
-    let (code, _, stderr) = sessions(dir.path(), &url, &["rm", &id]).await;
+    let (code, _, stderr) = sessions(dir.path(), url, &["rm", &id]).await;
     assert_eq!(code, Some(0), "{stderr}");
-    let (code, _, stderr) = sessions(dir.path(), &url, &["rm", &id]).await;
+    let (code, _, stderr) = sessions(dir.path(), url, &["rm", &id]).await;
     assert_eq!(code, Some(2), "{stderr}");
-    // The password a URL may hold is never repeated.
-    assert!(!stderr.contains("redis://"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("no stored session {id}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("://"), "{stderr}");
+}
+
+/// Redis, as `.ci/start-services` runs it.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_list_show_and_rm_over_redis() {
+    list_show_rm_on(&toolbelt_testkit::service_url(
+        "TOOLBELT_TEST_REDIS_URL",
+        "redis://127.0.0.1:6379",
+    ))
+    .await;
+}
+
+/// PostgreSQL, as `.ci/start-services` runs it.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_list_show_and_rm_over_postgres() {
+    list_show_rm_on(&toolbelt_testkit::service_url(
+        "TOOLBELT_TEST_POSTGRES_URL",
+        "postgres://toolbelt:toolbelt@127.0.0.1:5432/toolbelt",
+    ))
+    .await;
 }
