@@ -816,7 +816,9 @@ impl AgentSession {
     pub async fn close(self, args: &AgentArgs) {
         if args.session.is_some() {
             let id = &self.session_id;
-            eprintln!("session: {id} (resume with --session-id {id})");
+            eprintln!(
+                "session: {id} (resume with --session-id {id}, or --continue while it is the latest)"
+            );
         }
         if let Err(error) = self.extensions.close().await {
             eprintln!("toolbelt: warning: {error}");
