@@ -80,14 +80,25 @@ pub struct AgentArgs {
     /// retried. Default: the library's.
     #[arg(long, value_name = "N")]
     pub max_retries: Option<usize>,
-    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id; or
+    /// Keep the conversation in this SQLite file, so it can be resumed with --session-id or
+    /// --continue (`toolbelt sessions list` finds it by its first prompt); or
     /// in a server shared by several machines: postgres://USER:PASSWORD@HOST/DB or
     /// redis://HOST:PORT (builds with features postgres, redis).
     #[arg(long, value_name = "FILE|URL")]
     pub session: Option<PathBuf>,
     /// The session to resume (or create) in the --session file; a new one when omitted.
+    /// `toolbelt sessions list --session FILE` lists them.
     #[arg(long, value_name = "ID", requires = "session")]
     pub session_id: Option<String>,
+    /// Go on with the most recently updated session of the --session store (`chat` starts
+    /// a new one when the store holds none; `run` fails).
+    #[arg(
+        long = "continue",
+        short = 'c',
+        requires = "session",
+        conflicts_with = "session_id"
+    )]
+    pub continue_last: bool,
     /// Offer the model only these tools (comma-separated names, as `toolbelt tools list`
     /// prints them).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
@@ -357,9 +368,17 @@ fn not_configured(missing: &[&str]) -> String {
 /// server that does not answer) fails the command (exit 1) before the model is called, and is
 /// left as it was; a URL whose store this build lacks is a usage error naming the feature.
 async fn sessions_from(args: &AgentArgs) -> Result<Arc<dyn SessionService>, CliError> {
-    let Some(target) = &args.session else {
-        return Ok(Arc::new(InMemorySessionService::new()));
-    };
+    match &args.session {
+        Some(target) => open_store(target).await,
+        None => Ok(Arc::new(InMemorySessionService::new())),
+    }
+}
+
+/// The session store `target` (a `--session` value) names, as [`sessions_from`] opens it:
+/// what `toolbelt sessions` lists and `--continue` resumes from.
+pub(crate) async fn open_store(
+    target: &std::path::Path,
+) -> Result<Arc<dyn SessionService>, CliError> {
     let target = target.to_string_lossy();
     // A URL may hold a password: errors name only its scheme.
     let shown = match target.split_once("://") {
@@ -381,6 +400,40 @@ pub async fn stored_events(args: &AgentArgs) -> Result<Vec<toolbelt::agent::Even
         .events(&key)
         .await
         .map_err(|e| CliError::failed(format!("reading the session: {e}")))
+}
+
+/// With `--continue`, sets `--session-id` to the most recently updated session of the
+/// `--session` store. When the store holds none, `chat` (`new_if_none`) says so and starts a
+/// new one; `run` fails with a usage error, since its prompt was meant for a conversation.
+pub async fn resolve_continue(args: &mut AgentArgs, new_if_none: bool) -> Result<(), CliError> {
+    let Some(target) = args.session.clone().filter(|_| args.continue_last) else {
+        return Ok(());
+    };
+    let store = open_store(&target).await?;
+    let listed = crate::sessions::listed(store.as_ref()).await?;
+    match listed.into_iter().next() {
+        Some(latest) => {
+            eprintln!(
+                "toolbelt: continuing session {}{}",
+                toolbelt::visible(&latest.id),
+                latest
+                    .title
+                    .map(|t| format!(" ({})", toolbelt::visible(&t)))
+                    .unwrap_or_default()
+            );
+            args.session_id = Some(latest.id);
+        }
+        None if new_if_none => {
+            eprintln!("toolbelt: no stored session to continue; starting a new one");
+        }
+        None => {
+            return Err(CliError::usage(
+                "--continue: the --session store holds no session yet; leave out --continue \
+                 to start one",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The session id to use: the one given, or a new one.
@@ -722,7 +775,9 @@ impl AgentSession {
     pub async fn close(self, args: &AgentArgs) {
         if args.session.is_some() {
             let id = &self.session_id;
-            eprintln!("session: {id} (resume with --session-id {id})");
+            eprintln!(
+                "session: {id} (resume with --session-id {id}, or --continue while it is the latest)"
+            );
         }
         if let Err(error) = self.extensions.close().await {
             eprintln!("toolbelt: warning: {error}");

@@ -7,7 +7,11 @@
 //!
 //! A line starting with `/` is a command for `chat` itself, never sent to the model (as in
 //! Claude Code): `/help`, `/clear` (a new session), `/tools`, `/model`, `/sessions`,
-//! `/resume ID`, `/exit`; an unknown one says so.
+//! `/resume ID`, `/exit`; an unknown one says so. `/sessions` lists the store's sessions as
+//! `toolbelt sessions list` does (newest first, each by its first prompt).
+//!
+//! `--continue` goes on with the store's most recently updated session, or starts a new one
+//! (saying so) when it holds none.
 
 use std::io::{IsTerminal, Write};
 
@@ -17,7 +21,7 @@ use toolbelt::agent::RunInput;
 
 use crate::agent_cli::{
     APP, AgentArgs, AgentSession, Format, MAX_STOP_ROUNDS, Renderer, RunEnd, Spinner, USER,
-    approval_from, model_from, new_session_id, shared_stdin, watch_run,
+    approval_from, model_from, new_session_id, resolve_continue, shared_stdin, watch_run,
 };
 use crate::common::{EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 use crate::signal::stop_signal;
@@ -30,8 +34,9 @@ pub struct ChatArgs {
 }
 
 /// Runs `toolbelt chat`.
-pub async fn run(args: ChatArgs) -> Outcome {
+pub async fn run(mut args: ChatArgs) -> Outcome {
     let model = model_from(&args.agent)?;
+    resolve_continue(&mut args.agent, true).await?;
     let stdin = shared_stdin();
     let spinner = Spinner::new(Format::Human);
     let model = model.with_retry_observer(spinner.retry_observer());
@@ -131,7 +136,7 @@ const HELP: &str = "\
 /clear        start a new session (the conversation so far stays stored)
 /tools        the tools the agent may call
 /model        the model answering
-/sessions     the stored sessions of this store
+/sessions     the stored sessions of this store, newest first, with their first prompt
 /resume ID    go on with a stored session
 /exit         leave (also /quit, Ctrl-D)
 Any other line goes to the model.";
@@ -158,15 +163,19 @@ async fn slash_command(
             eprintln!("{} tools: {}", tools.len(), tools.join(", "));
         }
         "model" => eprintln!("model: {}", toolbelt::visible(model_name)),
-        "sessions" => match session.runner.sessions().list_sessions(APP, USER).await {
-            Ok(ids) if ids.is_empty() => eprintln!("no stored sessions"),
-            Ok(ids) => {
-                for id in ids {
-                    let mark = if id == *session_id { " (this one)" } else { "" };
-                    eprintln!("{}{mark}", toolbelt::visible(&id));
+        "sessions" => match crate::sessions::listed(session.runner.sessions().as_ref()).await {
+            Ok(listed) if listed.is_empty() => eprintln!("no stored sessions"),
+            Ok(listed) => {
+                for s in listed {
+                    let mark = if s.id == *session_id {
+                        " (this one)"
+                    } else {
+                        ""
+                    };
+                    eprintln!("{}{mark}", crate::sessions::line_of(&s));
                 }
             }
-            Err(err) => eprintln!("toolbelt: cannot list the sessions: {err}"),
+            Err(err) => eprintln!("toolbelt: cannot list the sessions: {}", err.message),
         },
         "resume" if rest.is_empty() => eprintln!("/resume needs a session id (see /sessions)"),
         "resume" => match session.runner.sessions().list_sessions(APP, USER).await {

@@ -14,6 +14,7 @@ mod output;
 mod progress;
 mod run;
 mod serve;
+mod sessions;
 mod signal;
 mod skills;
 #[cfg(feature = "otel")]
@@ -64,6 +65,11 @@ enum Command {
     Run(run::RunArgs),
     /// Talk to the agent, one line per message; destructive tools ask first unless --yes.
     Chat(chat::ChatArgs),
+    /// The conversations a --session store keeps (a SQLite file, postgres://, redis://):
+    /// list them with their first prompt, show one, or delete one. `chat --continue` goes on
+    /// with the latest, `--session-id ID` with any.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
     /// The skills an agent in --dir is offered: list them, or show one.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Run(args) => run::run(args).await,
             Command::Chat(args) => chat::run(args).await,
+            Command::Sessions(command) => sessions::run(command).await,
             Command::Skills(command) => skills::run(command).await,
             Command::Knowledge(command) => knowledge::run(command).await,
             Command::Ui(args) => ui::run(args).await,

@@ -25,7 +25,7 @@ use toolbelt::model::Message;
 
 use crate::agent_cli::{
     AgentArgs, AgentSession, Format, MAX_STOP_ROUNDS, Renderer, RunEnd, RunSummary, Spinner,
-    approval_from, model_from, shared_stdin, stored_events, watch_run,
+    approval_from, model_from, resolve_continue, shared_stdin, stored_events, watch_run,
 };
 use crate::common::{CliError, EXIT_AWAITING_APPROVAL, EXIT_OK, EXIT_TOOL_FAILED, Outcome};
 
@@ -199,10 +199,11 @@ fn edited_arguments(file: &str) -> Result<serde_json::Value, CliError> {
 }
 
 /// Runs `toolbelt run`.
-pub async fn run(args: RunArgs) -> Outcome {
+pub async fn run(mut args: RunArgs) -> Outcome {
     let decisions = args.decisions()?;
     // The model first: without one there is nothing to do, and nothing should be opened.
     let model = model_from(&args.agent)?;
+    resolve_continue(&mut args.agent, false).await?;
     if !args.approve_always.is_empty() {
         // Written before the agent starts, so this run's rules have them too.
         remember_always(&args).await?;

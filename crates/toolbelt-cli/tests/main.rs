@@ -46,6 +46,7 @@ mod serve_relay;
 #[cfg(feature = "redis")]
 mod serve_replicas;
 mod serve_roundtrip;
+mod sessions;
 mod skills;
 mod tool_search_prompt_bytes;
 mod tools;

@@ -608,12 +608,18 @@ async fn chat_slash_commands_are_answered_by_chat_and_never_sent_to_the_model() 
         "{}",
         sent(1)
     );
-    // /sessions listed both, the current one marked; /exit left before "not sent".
-    let listed: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains('-') && !l.contains(' ') || l.ends_with(" (this one)"))
-        .collect();
+    // /sessions listed both by their first prompt, the newest (current) one first and
+    // marked; /exit left before "not sent".
+    let listed: Vec<&str> = stderr.lines().filter(|l| l.contains(" events, ")).collect();
     assert_eq!(listed.len(), 2, "{stderr}");
+    assert!(
+        listed[0].contains("  again  ") && listed[0].ends_with(" (this one)"),
+        "{stderr}"
+    );
+    assert!(
+        listed[1].contains("  hello  ") && !listed[1].ends_with(" (this one)"),
+        "{stderr}"
+    );
     assert!(!sent(1).contains("not sent"));
 }
 

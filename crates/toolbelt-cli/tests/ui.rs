@@ -1,8 +1,9 @@
 //! The web UI in a real headless Chromium (the distribution's `chromium`, driven by
 //! playwright-core from `tests/ui/browser.mjs`): a run made by another `toolbelt run
-//! --session` process appears live with its model and tool cards in order, an Edit's diff and
-//! a Read image render, a failing tool shows its error, markup in a result stays text, a run
-//! started from the chat box completes, and the page logs no errors.
+//! --session` process appears live (its session listed by its first prompt) with its model and
+//! tool cards in order, an Edit's diff and a Read image render, a failing tool shows its
+//! error, markup in a result stays text, a run started from the chat box completes, and the
+//! page logs no errors.
 //!
 //! A stored run whose agent handed over to a sub-agent shows one run with the sub-agent's
 //! invocation nested under its parent's.

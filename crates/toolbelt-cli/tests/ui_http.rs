@@ -77,6 +77,37 @@ async fn the_sessions_and_a_runs_events_are_served_as_json() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_list_carries_each_sessions_first_prompt_escaped() {
+    let dir = project();
+    let file = session_file(&dir);
+    let server = ScriptedServer::start([Reply::text("one"), Reply::text("two")])
+        .await
+        .unwrap();
+    for (id, prompt) in [
+        ("plain", "Where are the tests?"),
+        ("sly", "\x1b[2Kred\u{202e}\nnext"),
+    ] {
+        let (code, stderr) =
+            run_in_session(&server, dir.path(), &file, prompt, &["--session-id", id]).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let ui = Ui::start(&server, dir.path(), &file, &[]);
+    let sessions = ui.get_json("/api/sessions").await;
+    let title = |id: &str| {
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["session_id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {sessions}"))["title"]
+            .clone()
+    };
+    assert_eq!(title("plain"), "Where are the tests?", "{sessions}");
+    // On one line, its escape sequence and override written out as the terminal shows them.
+    assert_eq!(title("sly"), r"\x1b[2Kred\u{202e} next", "{sessions}");
+}
+
 /// Reads server-sent events until one satisfies `wanted`, for at most a minute.
 async fn wait_for_item<B: AsRef<[u8]>>(
     stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),

@@ -20,6 +20,9 @@
 //! caller without being stored, before the model is called when the failure comes at the
 //! start of the run. Events stored by versions before the event enum are read in their old
 //! shape, and a row no version can read is skipped with a warning in the log.
+//!
+//! A session's [`title`] (its first user prompt, on one line) is derived from its events, so
+//! every store has one without storing it.
 
 #[cfg(feature = "sqlite")]
 mod legacy;
@@ -30,6 +33,7 @@ mod postgres;
 mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod title;
 mod url;
 
 use async_trait::async_trait;
@@ -44,6 +48,7 @@ pub use postgres::PostgresSessionService;
 pub use redis::RedisSessionService;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SessionSummary, SqliteSessionService, StoredEvent};
+pub use title::{TITLE_CHARS, title};
 pub use url::open_url;
 
 /// Which session: an application, a user and the session's id.

@@ -325,6 +325,33 @@ impl SqliteSessionService {
     }
 }
 
+impl SqliteSessionService {
+    /// A session's stored user inputs, oldest first: what its [`title`](super::title) is
+    /// derived from, read without the rest of the conversation (tool outputs can be large).
+    pub async fn user_inputs(&self, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
+        let key = key.clone();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
+                     AND object = 'user_input' ORDER BY seq",
+                )
+                .map_err(db_error)?;
+            let rows = statement
+                .query_map(params![key.app, key.user_id, key.session_id], |row| {
+                    row.get::<_, String>(0)
+                })
+                .map_err(db_error)?;
+            let mut events = Vec::new();
+            for row in rows {
+                events.extend(decode(&row.map_err(db_error)?));
+            }
+            Ok(events)
+        })
+        .await
+    }
+}
+
 /// A stored row's events: the current form, else the legacy one; a row no version can read
 /// is skipped with a warning (the rest of the conversation is still worth having).
 fn decode(body: &str) -> Vec<Event> {

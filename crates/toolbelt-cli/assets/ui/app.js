@@ -9,7 +9,7 @@ const keyOf = (app, user, session) => `${app}\u0000${user}\u0000${session}`;
 const state = {
   config: null,
   lastSeq: 0,
-  /** key → {app, user_id, session_id, updated_ms, events (count), loaded, list, ids, live} */
+  /** key → {app, user_id, session_id, title, updated_ms, events (count), loaded, list, ids, live} */
   sessions: new Map(),
   selected: null,
   /** Sessions with a run started from this page still going. */
@@ -39,7 +39,7 @@ function session(app, user, id) {
   const key = keyOf(app, user, id);
   let s = state.sessions.get(key);
   if (!s) {
-    s = { key, app, user_id: user, session_id: id, updated_ms: Date.now(), events: 0, loaded: false, list: [], ids: new Set(), live: { text: new Map(), tools: new Map() } };
+    s = { key, app, user_id: user, session_id: id, title: null, updated_ms: Date.now(), events: 0, loaded: false, list: [], ids: new Set(), live: { text: new Map(), tools: new Map() } };
     state.sessions.set(key, s);
   }
   return s;
@@ -74,6 +74,7 @@ function drawSessions() {
       const button = el(
         'button',
         { type: 'button', class: `session${s.key === state.selected ? ' selected' : ''}`, data: { session: s.session_id } },
+        s.title ? el('span', { class: 'session-title' }, s.title) : null,
         el('span', { class: 'session-id' }, s.session_id),
         el('span', { class: 'session-meta' }, `${s.events} events · ${time(s.updated_ms)}`, mine || !state.config.app ? '' : ` · ${s.app}/${s.user_id}`),
         state.running.has(s.session_id) && mine ? el('span', { class: 'badge running' }, 'running') : null,
@@ -271,6 +272,8 @@ function onItem(item) {
       const s = session(item.app, item.user_id, item.session_id);
       s.updated_ms = Math.max(s.updated_ms, item.event.timestamp_ms);
       if (addEvent(s, item.event)) s.events += 1;
+      // A new session's title (its first prompt) is derived by the server: asked for again.
+      if (!s.title && item.event.type === 'user_input') refreshTitles();
       if (item.event.type === 'model_response') s.live.text.delete(item.event.invocation_id);
       if (item.event.type === 'tool_result') s.live.tools.delete(item.event.result.call_id);
       // A page with nothing selected follows the first session that shows activity.
@@ -371,6 +374,22 @@ async function send(event) {
   redraw();
 }
 
+/** Takes the sessions' titles (and counts) from the server again, at most one request at a time. */
+let titlesPending = false;
+async function refreshTitles() {
+  if (titlesPending) return;
+  titlesPending = true;
+  try {
+    const body = await api('/api/sessions');
+    for (const s of body.sessions) session(s.app, s.user_id, s.session_id).title = s.title;
+    redraw();
+  } catch (error) {
+    // The list still works without titles; the next prompt asks again.
+  } finally {
+    titlesPending = false;
+  }
+}
+
 async function start() {
   try {
     state.config = await api('/api/config');
@@ -386,6 +405,7 @@ async function start() {
         const entry = session(s.app, s.user_id, s.session_id);
         entry.updated_ms = s.updated_ms;
         entry.events = s.events;
+        entry.title = s.title;
       }
       const newest = body.sessions[0];
       if (newest) await select(keyOf(newest.app, newest.user_id, newest.session_id));

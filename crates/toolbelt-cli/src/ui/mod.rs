@@ -80,6 +80,12 @@ pub async fn run(args: UiArgs) -> Outcome {
             "toolbelt ui needs the session file: --session FILE (the one `toolbelt run --session` writes)",
         ));
     };
+    if args.agent.continue_last {
+        return Err(CliError::usage(
+            "toolbelt ui shows every session of the file (the newest first); --continue is \
+             for chat and run",
+        ));
+    }
     if path.to_string_lossy().contains("://") {
         return Err(CliError::usage(
             "toolbelt ui follows a SQLite session file (--session FILE); sessions in a server \

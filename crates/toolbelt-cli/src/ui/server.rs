@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `GET /`, `GET /assets/{file}` | the page (embedded in the binary) |
 //! | `GET /api/config` | the mode, whether the chat box works (and why not) |
-//! | `GET /api/sessions` | every session in the file, and the last sequence number |
+//! | `GET /api/sessions` | every session in the file (its title: the first prompt, escaped), and the last sequence number |
 //! | `GET /api/events?app=&user=&session=` | one session's stored events with their sequence numbers |
 //! | `GET /api/stream?after=SEQ` | server-sent events: stored events after `SEQ`, then everything new |
 //! | `POST /api/runs` | `{"message", "session_id"?}` starts a run; 202 with the session id |
@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use toolbelt::agent::SessionKey;
-use toolbelt::agent::session::SqliteSessionService;
+use toolbelt::agent::session::{SqliteSessionService, title};
 use toolbelt::mcp::server::CancellationToken;
 
 use super::auth::{self, Guard};
@@ -173,21 +173,29 @@ async fn sessions(State(state): State<Arc<UiState>>) -> Response {
         Ok(seq) => seq,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    match store.sessions().await {
-        Ok(list) => Json(json!({
-            "last_seq": last_seq,
-            "sessions": list.iter().map(|s| json!({
-                "app": s.key.app,
-                "user_id": s.key.user_id,
-                "session_id": s.key.session_id,
-                "created_ms": s.created_ms,
-                "updated_ms": s.updated_ms,
-                "events": s.events,
-            })).collect::<Vec<_>>(),
-        }))
-        .into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let list = match store.sessions().await {
+        Ok(list) => list,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut sessions = Vec::with_capacity(list.len());
+    for s in &list {
+        // The first prompt, escaped as the terminal shows it: the page writes it as text,
+        // and an escape sequence or a bidirectional override reads as what it is.
+        let title = match store.user_inputs(&s.key).await {
+            Ok(inputs) => title(&inputs).map(|t| toolbelt::visible(&t).into_owned()),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
+        sessions.push(json!({
+            "app": s.key.app,
+            "user_id": s.key.user_id,
+            "session_id": s.key.session_id,
+            "title": title,
+            "created_ms": s.created_ms,
+            "updated_ms": s.updated_ms,
+            "events": s.events,
+        }));
     }
+    Json(json!({ "last_seq": last_seq, "sessions": sessions })).into_response()
 }
 
 #[derive(Deserialize)]

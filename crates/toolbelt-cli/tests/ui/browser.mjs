@@ -206,6 +206,10 @@ async function liveRunAndChat(page) {
   const expected = ['user', 'model', 'tool:Read', 'tool:Read', 'model', 'tool:Edit', 'model', 'tool:Read', 'model', 'tool:Read', 'model'];
   check(JSON.stringify(kinds) === JSON.stringify(expected), `cards in the wrong order: ${JSON.stringify(kinds)}`);
   check((await page.locator('.session').count()) === 1, 'the new session is not listed');
+  // A session that appeared live gets its title (the first prompt) from the server.
+  const sessionTitle = page.locator('.session .session-title');
+  await sessionTitle.waitFor();
+  check((await sessionTitle.textContent()) === 'Look at my files', `the session's title: ${await sessionTitle.textContent()}`);
 
   // Model cards carry latency, tokens (the scripted server reports usage) and request size.
   const firstModel = page.locator('.card.model').first();
