@@ -221,6 +221,12 @@ impl LlmAgentBuilder {
 
     /// Lists the agent's tool sets again at the start of every run
     /// ([`ToolSetRefresh::OnRun`]; default: list once and keep, [`ToolSetRefresh::Cached`]).
+    ///
+    /// A set decides what listing again means. An MCP tool set keeps the server's list until
+    /// the server sends `notifications/tools/list_changed`, as the protocol intends, so a run
+    /// costs no round trip for an unchanged list; this differs from the spec, where refresh
+    /// always asks the server. For a server that changes its tools without saying so, build
+    /// the set with `McpToolSetBuilder::relist_every_time(true)`.
     pub fn refresh_tool_sets_on_run(mut self, refresh: bool) -> Self {
         self.refresh_tool_sets_on_run = refresh;
         self
