@@ -192,12 +192,17 @@ fn write_state(
 }
 
 fn read_events(conn: &Connection, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
-    let mut statement = conn
-        .prepare_cached(
-            "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
-             ORDER BY seq",
-        )
-        .map_err(db_error)?;
+    read_selected(
+        conn,
+        key,
+        "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
+         ORDER BY seq",
+    )
+}
+
+/// The events `sql` selects for `key` (its parameters: app, user, session), decoded.
+fn read_selected(conn: &Connection, key: &SessionKey, sql: &str) -> Result<Vec<Event>, AgentError> {
+    let mut statement = conn.prepare_cached(sql).map_err(db_error)?;
     let rows = statement
         .query_map(params![key.app, key.user_id, key.session_id], |row| {
             row.get::<_, String>(0)
@@ -205,8 +210,7 @@ fn read_events(conn: &Connection, key: &SessionKey) -> Result<Vec<Event>, AgentE
         .map_err(db_error)?;
     let mut events = Vec::new();
     for row in rows {
-        let body = row.map_err(db_error)?;
-        events.extend(decode(&body));
+        events.extend(decode(&row.map_err(db_error)?));
     }
     Ok(events)
 }
@@ -331,22 +335,12 @@ impl SqliteSessionService {
     pub async fn user_inputs(&self, key: &SessionKey) -> Result<Vec<Event>, AgentError> {
         let key = key.clone();
         self.with(move |conn| {
-            let mut statement = conn
-                .prepare_cached(
-                    "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
-                     AND object = 'user_input' ORDER BY seq",
-                )
-                .map_err(db_error)?;
-            let rows = statement
-                .query_map(params![key.app, key.user_id, key.session_id], |row| {
-                    row.get::<_, String>(0)
-                })
-                .map_err(db_error)?;
-            let mut events = Vec::new();
-            for row in rows {
-                events.extend(decode(&row.map_err(db_error)?));
-            }
-            Ok(events)
+            read_selected(
+                conn,
+                &key,
+                "SELECT body FROM events WHERE app = ?1 AND user_id = ?2 AND session_id = ?3
+                 AND object = 'user_input' ORDER BY seq",
+            )
         })
         .await
     }
