@@ -674,10 +674,14 @@ impl LlmAgent {
     /// The declarations `tools` offers, shared by every request of the run and, while they
     /// stay the same, by later runs (comparing costs less than shaping them anew).
     fn offered_tools(&self, tools: &ToolSnapshot) -> Tools {
-        let declarations = tools.declarations();
         let mut last = self.offered.lock().unwrap_or_else(|p| p.into_inner());
-        if **last != declarations {
-            *last = Tools::new(declarations);
+        let same = last.len() == tools.len()
+            && last
+                .iter()
+                .zip(tools.tools())
+                .all(|(kept, tool)| kept == tool.declaration());
+        if !same {
+            *last = Tools::new(tools.declarations());
         }
         last.clone()
     }
