@@ -673,7 +673,23 @@ impl AgentSession {
             }
         };
         toolbox.announce_sandbox();
-        let snapshot = toolbox.list(&ToolContext::new()).await;
+        let mut snapshot = toolbox.list(&ToolContext::new()).await;
+        let externals = match agents
+            .as_ref()
+            .map(|a| a.external_tools(|n| snapshot.get(n).is_some()))
+        {
+            Some(Ok(tools)) => tools,
+            Some(Err(err)) => {
+                toolbox.close().await;
+                return Err(err);
+            }
+            None => Vec::new(),
+        };
+        if !externals.is_empty() {
+            // Distinct names (checked by `load`) that no tool set offers: registering succeeds.
+            let _ = toolbox.registry.register_all(externals);
+            snapshot = toolbox.list(&ToolContext::new()).await;
+        }
         for name in &args.tools {
             if snapshot.get(name).is_none() {
                 eprintln!("toolbelt: warning: --tools names {name:?}, which no tool set offers");

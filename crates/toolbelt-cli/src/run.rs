@@ -34,6 +34,9 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Flags of `toolbelt run`.
 #[derive(Args, Debug)]
+// A decision or result resumes a stored session: named by --session-id, or the latest one
+// with --continue.
+#[command(group(clap::ArgGroup::new("resumed_session").args(["session_id", "continue_last"])))]
 pub struct RunArgs {
     /// What to ask the agent (`-` reads it from stdin). Leave it out to resume a paused
     /// session with decisions only.
@@ -43,23 +46,23 @@ pub struct RunArgs {
     #[arg(long)]
     json: bool,
     /// Approve the paused call CALL (its id, as the pause printed it) and resume the session.
-    #[arg(long, value_name = "CALL", requires = "session_id")]
+    #[arg(long, value_name = "CALL", requires = "resumed_session")]
     approve: Vec<String>,
     /// Refuse the paused call CALL; `CALL=MESSAGE` tells the model why. (`--deny` is a
     /// permission rule.)
-    #[arg(long, value_name = "CALL[=MESSAGE]", requires = "session_id")]
+    #[arg(long, value_name = "CALL[=MESSAGE]", requires = "resumed_session")]
     reject: Vec<String>,
     /// Approve the paused call CALL and allow calls like it from now on: the allow rules
     /// for it (`Bash(git push:*)`, `Edit(./src/lib.rs)`, the tool) are added to
     /// `.toolbelt/settings.json` in --dir. An ask rule still asks.
-    #[arg(long, value_name = "CALL", requires = "session_id")]
+    #[arg(long, value_name = "CALL", requires = "resumed_session")]
     approve_always: Vec<String>,
     /// The result of the long-running call CALL (its text in FILE): resumes the session
     /// that paused on it.
-    #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
+    #[arg(long, value_name = "CALL=FILE", requires = "resumed_session")]
     tool_result: Vec<String>,
     /// Run the paused call CALL with the JSON arguments in FILE instead of the model's.
-    #[arg(long, value_name = "CALL=FILE", requires = "session_id")]
+    #[arg(long, value_name = "CALL=FILE", requires = "resumed_session")]
     edit: Vec<String>,
     #[command(flatten)]
     agent: AgentArgs,

@@ -245,6 +245,34 @@ async fn every_mistake_in_an_agents_file_is_named_before_the_model_is_asked() {
             &["agent \"a\": agent_tools: \"Read\" is also the name of a tool"],
         ),
         ("agents.json", "{}", &["must end in .toml, .yaml or .yml"]),
+        (
+            "external_name.toml",
+            "[[agents]]\nname = \"a\"\n[[external_tools]]\nname = \"ask finance\"\n\
+             description = \"d\"\n",
+            &["external tool \"ask finance\""],
+        ),
+        (
+            "external_twice.toml",
+            "[[agents]]\nname = \"a\"\n[[external_tools]]\nname = \"x\"\ndescription = \"d\"\n\
+             [[external_tools]]\nname = \"x\"\ndescription = \"d\"\n",
+            &["two external tools are named \"x\""],
+        ),
+        (
+            "external_agent.toml",
+            "[[agents]]\nname = \"a\"\n[[external_tools]]\nname = \"a\"\ndescription = \"d\"\n",
+            &["external tool \"a\" is named like an agent or graph"],
+        ),
+        (
+            "external_schema.toml",
+            "[[agents]]\nname = \"a\"\n[[external_tools]]\nname = \"x\"\ndescription = \"d\"\n\
+             parameters = { type = 5 }\n",
+            &["external tool \"x\""],
+        ),
+        (
+            "external_builtin.toml",
+            "[[agents]]\nname = \"a\"\n[[external_tools]]\nname = \"Read\"\ndescription = \"d\"\n",
+            &["external tool \"Read\" is named like a tool the tool sets offer"],
+        ),
     ];
     for (name, contents, expected) in cases {
         let (code, stderr) = refused(name, contents, &[]).await;

@@ -450,8 +450,7 @@ async fn approve_always_runs_the_call_and_writes_a_rule_that_stops_the_next_ques
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_result_for_a_call_the_session_does_not_await_is_a_usage_error() {
-    // (No built-in tool runs long; the resume itself is tested in toolbelt-agent's
-    // long_running.rs. Here: the flag refuses what would be lost.)
+    // The flag refuses what would be lost: a result no call of the session waits for.
     let dir = project();
     let server = ScriptedServer::start([]).await.unwrap();
     let file = dir.path().join("result.txt");
@@ -475,4 +474,120 @@ async fn a_tool_result_for_a_call_the_session_does_not_await_is_a_usage_error() 
         text(&out.stderr)
     );
     assert!(server.requests().is_empty());
+}
+
+/// An agents file whose agent may ask the finance team (an external tool) for a refund.
+const REFUND_AGENTS: &str = r#"
+[[agents]]
+name = "clerk"
+description = "Handles refunds"
+tools = ["request_refund", "Read"]
+
+[[external_tools]]
+name = "request_refund"
+description = "Asks the finance team to refund an order"
+parameters = { type = "object", properties = { order = { type = "string" } }, required = ["order"] }
+status = "sent to the finance team"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_external_tool_pauses_the_run_until_a_later_process_supplies_its_result() {
+    let dir = project();
+    std::fs::write(dir.path().join("agents.toml"), REFUND_AGENTS).unwrap();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "request_refund", r#"{"order":"A-17"}"#),
+        Reply::text("The refund of A-17 was granted."),
+    ])
+    .await
+    .unwrap();
+    let agents = dir.path().join("agents.toml");
+    let agents = agents.to_str().unwrap();
+    let flags = ["--agents", agents, "--approval", "never"];
+
+    let first = output(
+        stored_run(
+            &server,
+            dir.path(),
+            &[&["refund order A-17"][..], &flags].concat(),
+        ),
+        "",
+    )
+    .await;
+    let stderr = text(&first.stderr);
+    assert_eq!(first.status.code(), Some(3), "paused: {stderr}");
+    assert!(
+        stderr.contains("--session-id s1 --tool-result CALL=FILE") && stderr.contains("in: call_1"),
+        "how to resume: {stderr}"
+    );
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "the model waits for the result: {stderr}"
+    );
+    let mut offered = requests[0].tool_names();
+    offered.sort();
+    assert_eq!(offered, ["Read", "request_refund"]);
+
+    // Another process, later, with --continue: the result alone resumes the run, and the
+    // model reads it as the call's result.
+    let result = dir.path().join("result.txt");
+    std::fs::write(&result, "granted: 42 EUR back").unwrap();
+    let flag = format!("call_1={}", result.display());
+    let mut resumed = toolbelt(&server, dir.path());
+    resumed
+        .args(["run", "--continue", "--tool-result", &flag])
+        .args(flags)
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--session")
+        .arg(dir.path().join("sessions.db"));
+    let resumed = output(resumed, "").await;
+    let stderr = text(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&resumed.stdout), "The refund of A-17 was granted.\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    assert_eq!(tool_contents(&requests[1]), ["granted: 42 EUR back"]);
+
+    // Supplied once: the session waits for nothing more.
+    let again = output(
+        stored_run(
+            &server,
+            dir.path(),
+            &[&["--tool-result", &flag][..], &flags].concat(),
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains("awaits no result of that call"));
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn continue_resumes_the_latest_paused_session_with_a_decision() {
+    let dir = project();
+    let server = write_then(dir.path(), "Written.").await;
+    let out = output(stored_run(&server, dir.path(), &["write new.txt"]), "").await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+
+    let mut resumed = toolbelt(&server, dir.path());
+    resumed
+        .args(["run", "--continue", "--approve", "call_1", "--dir"])
+        .arg(dir.path())
+        .arg("--session")
+        .arg(dir.path().join("sessions.db"));
+    let resumed = output(resumed, "").await;
+    let stderr = text(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("continuing session s1"), "{stderr}");
+    assert_eq!(written(dir.path()).as_deref(), Some("hello"));
+
+    // A decision with neither --session-id nor --continue names no session: a usage error.
+    let mut unnamed = toolbelt(&server, dir.path());
+    unnamed.args(["run", "--approve", "call_1"]);
+    let unnamed = output(unnamed, "").await;
+    assert_eq!(unnamed.status.code(), Some(2), "{}", text(&unnamed.stderr));
+    assert!(text(&unnamed.stderr).contains("--continue"));
 }

@@ -29,7 +29,11 @@
 //! A file may also define `[[graphs]]`: graph workflows whose nodes are model calls, tool
 //! runs, the file's agents and questions to a person (see [`graph`]). A graph is named
 //! like an agent: it can be the root, a sub-agent, an agent tool or another graph's node.
+//!
+//! And `[[external_tools]]`: tools whose work is done outside the run, by a person or another
+//! system; a call pauses the run until its result is supplied (see [`external`]).
 
+mod external;
 mod graph;
 
 use std::collections::{BTreeSet, HashMap};
@@ -56,6 +60,7 @@ pub struct Agents {
     root: String,
     specs: Vec<AgentSpec>,
     graphs: Vec<graph::GraphSpec>,
+    externals: Vec<external::ExternalToolSpec>,
 }
 
 /// The file as written.
@@ -69,6 +74,8 @@ struct AgentsFile {
     agents: Vec<AgentSpec>,
     #[serde(default)]
     graphs: Vec<graph::GraphSpec>,
+    #[serde(default)]
+    external_tools: Vec<external::ExternalToolSpec>,
 }
 
 /// One agent as written.
@@ -259,6 +266,22 @@ fn check(path: String, file: AgentsFile) -> Result<Agents, CliError> {
     for spec in &file.graphs {
         spec.check(|name| index.contains_key(name)).map_err(fail)?;
     }
+    let mut external_names = BTreeSet::new();
+    for spec in &file.external_tools {
+        spec.tool().map_err(fail)?;
+        if !external_names.insert(spec.name.as_str()) {
+            return Err(fail(format!(
+                "two external tools are named {:?}",
+                spec.name
+            )));
+        }
+        if index.contains_key(spec.name.as_str()) {
+            return Err(fail(format!(
+                "external tool {:?} is named like an agent or graph; rename one",
+                spec.name
+            )));
+        }
+    }
     let targets: Vec<Vec<usize>> = file
         .agents
         .iter()
@@ -278,6 +301,7 @@ fn check(path: String, file: AgentsFile) -> Result<Agents, CliError> {
         root,
         specs: file.agents,
         graphs: file.graphs,
+        externals: file.external_tools,
     })
 }
 
@@ -376,6 +400,27 @@ impl Agents {
             names.insert(TRANSFER_TO_AGENT.to_string());
         }
         names.into_iter().collect()
+    }
+
+    /// The file's external tools, for the tool box to register before the agents are built
+    /// (so agents name them in `tools` like any other tool); refused when one is named like
+    /// a tool the tool sets offer (`offers`).
+    pub fn external_tools(
+        &self,
+        offers: impl Fn(&str) -> bool,
+    ) -> Result<Vec<toolbelt::core::DynTool>, CliError> {
+        if let Some(taken) = self.externals.iter().find(|spec| offers(&spec.name)) {
+            return Err(self.fail(format!(
+                "external tool {:?} is named like a tool the tool sets offer; rename it",
+                taken.name
+            )));
+        }
+        Ok(self
+            .externals
+            .iter()
+            // Checked by `load`: every declaration builds.
+            .filter_map(|spec| spec.tool().ok())
+            .collect())
     }
 
     /// Builds every agent (children before the agents that use them, each once) and returns
