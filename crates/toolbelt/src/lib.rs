@@ -10,6 +10,7 @@
 //! | [`mcp`] | `toolbelt-mcp` | MCP tool sets, config files, the broker; serving over MCP with `mcp-server` |
 //! | [`model`] | `toolbelt-model` | the `Model` trait and the OpenAI-compatible client (feature `agent`) |
 //! | [`agent`] | `toolbelt-agent` | `LlmAgent`, `Runner`, sessions, events (feature `agent`; SQLite with `sqlite`) |
+//! | `ext` | `toolbelt-ext` | extensions: skills, project rules (AGENTS.md, CLAUDE.md), MCP servers files, the result cache (feature `ext`) |
 //! | `search` | `toolbelt-search` | tool search: BM25, embeddings, hybrid (feature `search`; local model with `local-embedder`) |
 //! | `browser` | `toolbelt-browser` | browser tools on a real Chromium, behind WebFetch's network policy (feature `browser`) |
 //! | `graph` | `toolbelt-graph` | graph workflows: typed state, model and tools nodes, checkpoints, interrupts (feature `graph`) |
