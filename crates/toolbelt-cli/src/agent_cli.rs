@@ -10,7 +10,7 @@ pub(crate) mod extensions;
 mod hooks;
 pub use hooks::MAX_STOP_ROUNDS;
 pub(crate) mod permissions;
-mod render;
+pub(crate) mod render;
 pub(crate) mod tool_search;
 
 use std::path::PathBuf;

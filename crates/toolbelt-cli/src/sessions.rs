@@ -11,6 +11,7 @@ use toolbelt::agent::{AgentError, Event, EventKind, SessionKey, SessionService};
 use toolbelt::model::Role;
 use toolbelt::visible;
 
+use crate::agent_cli::render::print_json;
 use crate::agent_cli::{APP, USER, open_store};
 use crate::common::{CliError, EXIT_OK, Outcome};
 
@@ -35,6 +36,10 @@ pub enum SessionsCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
+        /// Print every stored event whole, one JSON object per line, in the format of
+        /// `run --json`, instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete a session and its conversation.
     Rm {
@@ -122,7 +127,7 @@ pub async fn run(command: SessionsCommand) -> Outcome {
             }
             Ok(EXIT_OK)
         }
-        SessionsCommand::Show { id, store } => {
+        SessionsCommand::Show { id, store, json } => {
             let sessions = open_store(&store.session).await?;
             let key = existing(sessions.as_ref(), &id, &store).await?;
             let events = sessions
@@ -130,7 +135,9 @@ pub async fn run(command: SessionsCommand) -> Outcome {
                 .await
                 .map_err(|e| CliError::failed(format!("reading the session: {e}")))?;
             for event in &events {
-                if let Some(text) = shown(event) {
+                if json {
+                    print_json(event);
+                } else if let Some(text) = shown(event) {
                     println!("{text}");
                 }
             }

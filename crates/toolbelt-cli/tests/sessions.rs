@@ -148,6 +148,27 @@ async fn sessions_show_prints_the_conversation_with_its_tool_calls() {
         prompt < call && call < result && result < answer,
         "{stdout}"
     );
+
+    // --json: every stored event whole, one object a line, as `run --json` prints them.
+    let (code, stdout, stderr) = sessions(dir.path(), &store, &["show", "s1", "--json"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"user_input"), "{kinds:?}");
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("no tool_result in {kinds:?}"));
+    assert_eq!(result["result"]["call_id"], "call_1", "{result}");
+    assert!(
+        result["result"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("alpha")),
+        "the whole result, not a preview: {result}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -502,7 +502,7 @@ fn on_terminal(text: &str, tty: bool) -> std::borrow::Cow<'_, str> {
 }
 
 /// One event as one line of JSON on stdout (the `--json` format).
-fn print_json(event: &Event) {
+pub(crate) fn print_json(event: &Event) {
     match serde_json::to_string(event) {
         Ok(line) => {
             let mut out = std::io::stdout().lock();
