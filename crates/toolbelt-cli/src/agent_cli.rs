@@ -11,6 +11,7 @@ mod hooks;
 pub use hooks::MAX_STOP_ROUNDS;
 pub(crate) mod permissions;
 pub(crate) mod render;
+pub mod scripted;
 pub(crate) mod tool_search;
 
 use std::path::PathBuf;

@@ -35,6 +35,7 @@ pub struct ChatArgs {
 
 /// Runs `toolbelt chat`.
 pub async fn run(mut args: ChatArgs) -> Outcome {
+    let _script = crate::agent_cli::scripted::start_if_named(&mut args.agent).await?;
     let model = model_from(&args.agent)?;
     resolve_continue(&mut args.agent, true).await?;
     let stdin = shared_stdin();

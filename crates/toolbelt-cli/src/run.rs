@@ -205,6 +205,7 @@ fn edited_arguments(file: &str) -> Result<serde_json::Value, CliError> {
 pub async fn run(mut args: RunArgs) -> Outcome {
     let decisions = args.decisions()?;
     // The model first: without one there is nothing to do, and nothing should be opened.
+    let _script = crate::agent_cli::scripted::start_if_named(&mut args.agent).await?;
     let model = model_from(&args.agent)?;
     resolve_continue(&mut args.agent, false).await?;
     if !args.approve_always.is_empty() {

@@ -652,3 +652,58 @@ async fn a_models_escape_sequences_reach_a_terminal_escaped_and_a_pipe_as_writte
         "a pipe gets the bytes"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripted_model_file_runs_an_agent_without_a_key_and_says_when_it_runs_out() {
+    let dir = project();
+    let script = dir.path().join("demo.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\ntool_calls = [{ name = \"Read\", arguments = { file_path = \"notes.txt\" } }]\n\
+         [[reply]]\ntext = \"Your notes list alpha, then beta.\"\n",
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    let scripted = || {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolbelt"));
+        command
+            .current_dir(dir.path())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("TOOLBELT_MODEL")
+            .env_remove("TOOLBELT_LOG")
+            .args(["run", "What do my notes say?", "--model", &model, "--dir"])
+            .arg(dir.path());
+        command
+    };
+    let out = output(scripted(), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "Your notes list alpha, then beta.\n");
+    // The scripted call ran the real tool on the real file.
+    assert!(
+        stderr.contains("✓ Read(") && stderr.contains("alpha"),
+        "{stderr}"
+    );
+
+    // A script that runs out says so, naming the file, and the run fails.
+    std::fs::write(
+        &script,
+        "[[reply]]\ntool_calls = [{ name = \"Read\", arguments = { file_path = \"notes.txt\" } }]\n",
+    )
+    .unwrap();
+    let out = output(scripted(), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("demo.toml has no more replies"), "{stderr}");
+
+    // A mistake in the script is a usage error with its line.
+    std::fs::write(&script, "[[reply]]\nbogus = 1\n").unwrap();
+    let out = output(scripted(), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unknown field `bogus`") && stderr.contains("line 2"),
+        "{stderr}"
+    );
+}

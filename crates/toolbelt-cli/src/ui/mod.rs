@@ -73,8 +73,9 @@ pub struct UiArgs {
 }
 
 /// Runs `toolbelt ui` until SIGINT or SIGTERM.
-pub async fn run(args: UiArgs) -> Outcome {
+pub async fn run(mut args: UiArgs) -> Outcome {
     let addr = crate::serve::parse_addr(&args.http)?;
+    let _script = crate::agent_cli::scripted::start_if_named(&mut args.agent).await?;
     let Some(path) = args.agent.session.clone() else {
         return Err(CliError::usage(
             "toolbelt ui needs the session file: --session FILE (the one `toolbelt run --session` writes)",
