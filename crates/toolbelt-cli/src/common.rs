@@ -9,14 +9,14 @@ use std::sync::Arc;
 use clap::Args;
 use toolbelt::ToolError;
 use toolbelt::builtin::fs::ReadState;
-use toolbelt::builtin::shell::{LandlockSandbox, SandboxMode};
+use toolbelt::builtin::shell::{Container, LandlockSandbox, SandboxMode};
 use toolbelt::builtin::{BuiltinOptions, BuiltinToolSet};
 use toolbelt::exec::{
     CallResult, Executor, Registry, ToolCall, ToolSetOptions, ToolSetRefresh, ToolSnapshot,
 };
 use toolbelt::mcp::server::{UpstreamOptions, Upstreams};
 use toolbelt::mcp::ssh::{SshOptions, SshTarget, SshToolSet};
-use toolbelt::mcp::{McpServersFile, McpToolSet, Root};
+use toolbelt::mcp::{ConnectionConfig, McpServersFile, McpToolSet, Root, TransportConfig};
 use toolbelt::{ToolContext, ToolSet};
 
 /// The command did what was asked.
@@ -315,6 +315,9 @@ impl Toolbox {
         if let Some(target) = &args.remote {
             return Self::open_remote(args, target, registry);
         }
+        if args.sandbox == Some(SandboxMode::Container) {
+            return Self::open_contained(args, hidden, registry);
+        }
         let dir = canonical_dir(&args.dir)?;
         let mut options = BuiltinOptions::new(&dir)
             .with_hidden_paths(hidden)
@@ -375,6 +378,72 @@ impl Toolbox {
         Ok(toolbox)
     }
 
+    /// `--sandbox container`: the built-in tools served by this binary (`serve --stdio`) in
+    /// one bubblewrap container for the whole tool set, so its files, searches and commands
+    /// all run inside (see [`toolbelt::builtin::shell::Container::tool_set_command`]); the
+    /// server inside sandboxes its commands with Landlock where the kernel has it.
+    /// `hidden` (the Read denies' patterns) goes to the server as the same rules, so its
+    /// Grep and Glob keep out of those paths too.
+    fn open_contained(
+        args: &ToolSourceArgs,
+        hidden: Vec<String>,
+        registry: Registry,
+    ) -> Result<Self, CliError> {
+        let dir = canonical_dir(&args.dir)?;
+        let refuse = |e: String| CliError::usage(format!("--sandbox container: {e}"));
+        let container = Container::new(!args.read_only).map_err(|e| refuse(e.to_string()))?;
+        let program = std::env::current_exe()
+            .map_err(|e| refuse(format!("cannot find this program to run inside: {e}")))?;
+        let inner = match SandboxMode::best_available() {
+            SandboxMode::Off => SandboxMode::Off,
+            _ if args.read_only => SandboxMode::ReadOnly,
+            _ => SandboxMode::WorkspaceWrite,
+        };
+        let mut serve: Vec<String> = vec!["serve".into(), "--stdio".into(), "--dir".into()];
+        serve.push(dir.to_string_lossy().into_owned());
+        serve.extend(["--sandbox".into(), inner.to_string()]);
+        if args.read_only {
+            serve.push("--read-only".into());
+        }
+        for pattern in hidden {
+            // A gitignore line anchored at the base, which a Read rule takes as it is.
+            serve.extend(["--deny".into(), format!("Read({pattern})")]);
+        }
+        if let Some(access) = &args.code_tools {
+            use toolbelt::builtin::code::CodeToolAccess;
+            let access = match access {
+                CodeToolAccess::None => "none".to_string(),
+                CodeToolAccess::All => "all".to_string(),
+                CodeToolAccess::Only(names) => names.join(","),
+            };
+            serve.extend(["--code-tools".into(), access]);
+        }
+        let (bwrap, bwrap_args) = container
+            .tool_set_command(&program, &serve, &dir)
+            .map_err(|e| refuse(e.to_string()))?;
+        let config = ConnectionConfig::new(TransportConfig::stdio(bwrap, bwrap_args));
+        let set = McpToolSet::builder("builtin", config)
+            .build()
+            .map_err(|e| refuse(e.to_string()))?;
+        let set: Arc<dyn ToolSet> = Arc::new(set);
+        let registry = Arc::new(registry);
+        // The built-in tools never change: list them once.
+        registry
+            .add_tool_set(set.clone(), ToolSetRefresh::Cached)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        let mut toolbox = Self {
+            registry,
+            builtin: None,
+            builtin_tools: set.clone(),
+            remote: None,
+            sets: vec![set],
+        };
+        if let Some(browser) = crate::browser::browser_tool_set(args)? {
+            toolbox.add(browser, ToolSetRefresh::Cached.into())?;
+        }
+        Ok(toolbox)
+    }
+
     /// With `--remote`: connects now (host key, login, the remote binary, the MCP session),
     /// so a failure ends the command with what ssh said instead of a missing tool later.
     /// Closes the toolbox when it fails.
@@ -418,7 +487,8 @@ impl Toolbox {
                  applies its sandbox there)",
                 remote.target()
             ),
-            (None, None) => {}
+            // Only the container's server runs the built-in tools then (`open_contained`).
+            (None, None) => eprintln!("toolbelt: {}", sandbox_line(Some(SandboxMode::Container))),
         }
     }
 
@@ -460,9 +530,10 @@ fn sandbox_line(mode: Option<SandboxMode>) -> String {
     match mode {
         None => "sandbox: Bash is not offered (read-only, and no sandbox to run it in)".into(),
         Some(SandboxMode::Off) => "sandbox: off (Bash runs unconfined)".into(),
-        Some(SandboxMode::Container) => "sandbox: container (bubblewrap: each command in its \
-             own user, pid and network namespaces, seeing the system directories read-only, \
-             --dir and a private /tmp and home)"
+        Some(SandboxMode::Container) => "sandbox: container (bubblewrap: the built-in tools \
+             and their commands in one container of its own user, pid and network namespaces, \
+             seeing the system directories read-only, --dir and a private /tmp and home; \
+             commands inside also under Landlock where the kernel has it)"
             .into(),
         Some(mode) => match LandlockSandbox::new(mode) {
             Ok(sandbox) => format!("sandbox: {}", sandbox.summary()),

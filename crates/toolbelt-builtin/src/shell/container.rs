@@ -241,6 +241,61 @@ impl Container {
     }
 }
 
+/// The `PATH` inside a tool set's container (its environment is cleared).
+const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+impl Container {
+    /// The `bwrap` program and arguments that run `program args…` as a whole tool set in
+    /// one container: `program` (a server of the tools, such as `toolbelt serve --stdio`)
+    /// bound read-only at its own path, `base` bound at its own path (read-write when the
+    /// container is writable) and the working directory, the environment cleared (only
+    /// `PATH`, `HOME` and `LANG`: no secret of the caller's reaches the tools), the
+    /// namespaces and system directories of a command's container, and the container ended
+    /// with its parent. No seccomp filter is handed in: the server applies its own sandbox
+    /// to the commands it runs, and the network namespace has only its own loopback.
+    ///
+    /// Paths that are not UTF-8 are refused (a process command line is kept as text).
+    pub fn tool_set_command(
+        &self,
+        program: &Path,
+        args: &[String],
+        base: &Path,
+    ) -> Result<(String, Vec<String>), SandboxError> {
+        let text = |path: &Path| {
+            path.to_str().map(str::to_string).ok_or_else(|| {
+                SandboxError::Setup(format!(
+                    "the container needs UTF-8 paths: {}",
+                    path.display()
+                ))
+            })
+        };
+        let mut command: Vec<String> = self
+            .namespace_args(false)
+            .into_iter()
+            .chain(self.system_args())
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect();
+        command.push("--die-with-parent".into());
+        command.push("--clearenv".into());
+        for (name, value) in [
+            ("PATH", CONTAINER_PATH),
+            ("HOME", CONTAINER_HOME),
+            ("LANG", "C.UTF-8"),
+        ] {
+            command.extend(["--setenv".into(), name.into(), value.into()]);
+        }
+        // After the tmpfs mounts, so a program or base under /tmp or /home is the real one.
+        let program = text(program)?;
+        let base = text(base)?;
+        command.extend(["--ro-bind".into(), program.clone(), program.clone()]);
+        let bind = if self.writable { "--bind" } else { "--ro-bind" };
+        command.extend([bind.into(), base.clone(), base.clone()]);
+        command.extend(["--chdir".into(), base, "--".into(), program]);
+        command.extend(args.iter().cloned());
+        Ok((text(&self.bwrap)?, command))
+    }
+}
+
 /// Lets the child keep `fd` across `exec` (every other descriptor is close-on-exec). Only
 /// for a `pre_exec` hook: one system call, no allocation.
 pub(crate) fn inherit(fd: RawFd) -> io::Result<()> {
