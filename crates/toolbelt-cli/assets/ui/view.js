@@ -1,6 +1,9 @@
 // Drawing: runs, cards and the timeline, built as DOM nodes. Everything that came from a
 // model, a tool or a file is written with text nodes (never innerHTML), so a result holding
-// markup is shown as the text it is.
+// markup is shown as the text it is; the model's text is laid out as Markdown by
+// markdown.js, which builds its elements the same way.
+
+import { renderMarkdown } from './markdown.js';
 
 /** A new element; string children become text nodes. `attrs` names come from this file only. */
 export function el(tag, attrs = {}, ...children) {
@@ -22,6 +25,11 @@ const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 /** The most characters of one text shown before "show all". */
 const CLIP = 20000;
+
+/** `n` with its noun, singular for one: count(1, 'line') is "1 line", count(2, 'line') "2 lines". */
+export function count(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
 
 export function ms(n) {
   if (n === null || n === undefined || Number.isNaN(n)) return '';
@@ -66,11 +74,16 @@ function pre(text, cls) {
     return node;
   }
   node.textContent = text.slice(0, CLIP);
-  const more = el('button', { type: 'button', class: 'more' }, `show all (${text.length} characters)`);
+  const more = el('button', { type: 'button', class: 'more' }, `show all (${count(text.length, 'character')})`);
   more.addEventListener('click', () => {
     node.textContent = text;
   });
   return el('div', {}, node, more);
+}
+
+/** The model's text as Markdown; text too long to lay out is shown as it is, clipped. */
+function modelText(text) {
+  return text.length <= CLIP ? renderMarkdown(text) : pre(text, 'text');
 }
 
 function looksLikeDiff(lines) {
@@ -364,12 +377,12 @@ export function runView(run, session = {}) {
           el('span', { class: 'agent' }, e.author),
           el('span', { class: 'stat' }, `call ${modelCalls}`),
           latency !== null ? el('span', { class: 'stat latency' }, ms(latency)) : null,
-          usage ? el('span', { class: 'stat tokens' }, `${usage.prompt_tokens} in / ${usage.completion_tokens} out tokens`) : null,
+          usage ? el('span', { class: 'stat tokens' }, `tokens: ${usage.prompt_tokens} in / ${usage.completion_tokens} out`) : null,
           sent !== undefined ? el('span', { class: 'stat', title: 'the conversation sent, without the instruction and tool schemas' }, `≈ ${bytes(sent)} sent`) : null,
           e.finish_reason ? el('span', { class: 'stat' }, e.finish_reason) : null,
         );
         const text = messageText(e.message);
-        const card = el('section', { class: 'card model' }, head, text ? pre(text, 'text') : null);
+        const card = el('section', { class: 'card model', data: { event: e.id } }, head, text ? modelText(text) : null);
         const toolCalls = e.message.tool_calls || [];
         if (toolCalls.length) {
           card.append(el('p', { class: 'calls' }, 'asks for: ', toolCalls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])));
@@ -443,7 +456,7 @@ export function runView(run, session = {}) {
   for (const [invocation, text] of run.live.text) {
     if (text) {
       cards.append(
-        el('section', { class: 'card model streaming', data: { invocation } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'model'), el('span', { class: 'badge running' }, 'streaming…')), pre(text, 'text')),
+        el('section', { class: 'card model streaming', data: { invocation } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'model'), el('span', { class: 'badge running' }, 'streaming…')), modelText(text)),
       );
     }
   }
