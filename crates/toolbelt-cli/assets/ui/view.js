@@ -243,6 +243,29 @@ function graphPath(events) {
   );
 }
 
+/**
+ * The ids of the answers graphs sent: the model_response a graph writes after its last node
+ * ended (its state's last message), told apart from a node's own model calls, which come
+ * between a node's start and end.
+ */
+function graphAnswers(events) {
+  const open = new Map();
+  const graphs = new Set();
+  const answers = new Set();
+  for (const e of events) {
+    const inv = e.invocation_id;
+    if (e.type === 'node_started') {
+      graphs.add(inv);
+      open.set(inv, (open.get(inv) || 0) + 1);
+    } else if (e.type === 'node_ended') {
+      open.set(inv, Math.max((open.get(inv) || 0) - 1, 0));
+    } else if (e.type === 'model_response' && graphs.has(inv) && !open.get(inv) && !(e.message.tool_calls || []).length) {
+      answers.add(e.id);
+    }
+  }
+  return answers;
+}
+
 /** Bars for each model and tool call on one time axis. */
 function timeline(spans) {
   if (spans.length === 0) return null;
@@ -349,6 +372,9 @@ export function runView(run, session = {}) {
     if (e.type === 'tool_result') results.set(e.result.call_id, e);
     if (e.type === 'approval_requested') asked.add(e.call_id);
   }
+  const answers = graphAnswers(run.events);
+  // The card of the last text the model wrote, which a graph's answer may repeat.
+  let lastText = null;
   for (const e of run.events) {
     const before = lastAt.get(e.invocation_id);
     switch (e.type) {
@@ -366,6 +392,22 @@ export function runView(run, session = {}) {
         for (const r of e.results) cards.append(toolCard(null, r, null));
         break;
       case 'model_response': {
+        if (answers.has(e.id)) {
+          // A graph's answer is the last message of its state, most often the text a node's
+          // model call (or agent) wrote just before: that card is marked as the answer
+          // instead of the text being shown twice. An answer of its own gets its own card.
+          const text = messageText(e.message);
+          if (lastText && lastText.text === text) {
+            lastText.card.classList.add('answer');
+            lastText.card.querySelector('.card-head').append(el('span', { class: 'badge ok answer-mark', title: `the answer of ${e.author}` }, 'answer'));
+          } else if (text) {
+            cards.append(
+              el('section', { class: 'card graph-answer answer', data: { event: e.id } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'answer'), el('span', { class: 'agent' }, e.author)), modelText(text)),
+            );
+          }
+          lastText = null;
+          break;
+        }
         modelCalls += 1;
         const latency = before === undefined ? null : e.timestamp_ms - before;
         const usage = e.usage;
@@ -388,6 +430,7 @@ export function runView(run, session = {}) {
           card.append(el('p', { class: 'calls' }, 'asks for: ', toolCalls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])));
         }
         cards.append(card);
+        if (text && toolCalls.length === 0) lastText = { text, card };
         if (latency !== null) spans.push({ kind: 'model', label: `model ${modelCalls}`, start: before, end: e.timestamp_ms });
         for (const c of toolCalls) {
           // A paused call is shown by its approval card, and its result in the run that

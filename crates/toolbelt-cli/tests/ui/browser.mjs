@@ -174,6 +174,11 @@ async function graphRun(page) {
   await page.locator('.card.model:not(.streaming)', { hasText: 'Wrote RELEASE.md.' }).first().waitFor();
   check((await page.locator('.card.model.streaming').count()) <= 1, 'streaming text is shown in more than one run');
   await page.waitForFunction(() => document.querySelectorAll('.run-head .badge.ok').length === 2);
+  // The graph's answer repeats the publishing model's last text: shown once, on that card.
+  const answer = page.locator('.card', { hasText: 'Wrote RELEASE.md.' });
+  check((await answer.count()) === 1, `the final answer shows ${await answer.count()} times`);
+  check((await answer.locator('.answer-mark').count()) === 1, 'the answering card is not marked as the answer');
+  check((await answer.locator('.stat.tokens').count()) === 1, 'the answer kept is not the model call (with its tokens)');
   const paths = page.locator('.graph-path');
   check((await paths.count()) === 2, `expected a path per run, got ${await paths.count()}`);
   const after = await pathOf(paths.nth(1));
