@@ -373,10 +373,16 @@ export function runView(run, session = {}) {
     if (e.type === 'approval_requested') asked.add(e.call_id);
   }
   const answers = graphAnswers(run.events);
+  // A graph's nodes running now, per invocation: a model call made while one node runs is
+  // that node's, and its card says so.
+  const running = new Map();
   // The card of the last text the model wrote, which a graph's answer may repeat.
   let lastText = null;
   for (const e of run.events) {
     const before = lastAt.get(e.invocation_id);
+    if (e.type === 'node_started') running.set(e.invocation_id, [...(running.get(e.invocation_id) || []), e.node]);
+    if (e.type === 'node_ended') running.set(e.invocation_id, (running.get(e.invocation_id) || []).filter((n) => n !== e.node));
+    const nodes = running.get(e.invocation_id) || [];
     switch (e.type) {
       case 'user_input':
         cards.append(
@@ -417,6 +423,7 @@ export function runView(run, session = {}) {
           { class: 'card-head' },
           el('span', { class: 'kind' }, 'model'),
           el('span', { class: 'agent' }, e.author),
+          nodes.length === 1 ? el('span', { class: 'node', data: { node: nodes[0] } }, `node ${nodes[0]}`) : null,
           el('span', { class: 'stat' }, `call ${modelCalls}`),
           latency !== null ? el('span', { class: 'stat latency' }, ms(latency)) : null,
           usage ? el('span', { class: 'stat tokens' }, `tokens: ${usage.prompt_tokens} in / ${usage.completion_tokens} out`) : null,

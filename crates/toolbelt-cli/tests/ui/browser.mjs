@@ -179,6 +179,11 @@ async function graphRun(page) {
   check((await answer.count()) === 1, `the final answer shows ${await answer.count()} times`);
   check((await answer.locator('.answer-mark').count()) === 1, 'the answering card is not marked as the answer');
   check((await answer.locator('.stat.tokens').count()) === 1, 'the answer kept is not the model call (with its tokens)');
+  const nodes = await page.locator('.run').nth(1).locator('.card.model .node').allTextContents();
+  check(JSON.stringify(nodes) === JSON.stringify(['node publish', 'node publish']), `the model cards' nodes: ${JSON.stringify(nodes)}`);
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-graph-answer.png') });
+  }
   const paths = page.locator('.graph-path');
   check((await paths.count()) === 2, `expected a path per run, got ${await paths.count()}`);
   const after = await pathOf(paths.nth(1));
