@@ -310,10 +310,21 @@ function emphasisAt(text, i, find) {
 /** `[label](url)` at `i` with an http or https URL: {label, href, end}, or null. */
 function linkAt(text, i, find) {
   const close = find('](', i + 1);
-  if (close === -1) return null;
+  // A label is short: a `[` far from the next `](` is text (and costs no copy of the stretch).
+  if (close === -1 || close - i > 1024) return null;
   const label = text.slice(i + 1, close);
   if (!label || label.includes('\n') || label.includes('](')) return null;
-  const end = text.indexOf(')', close + 2);
+  // The target ends at the `)` that balances the opening one (Wikipedia's `Foo_(bar)`),
+  // looked for within a bounded stretch.
+  let end = -1;
+  let open = 0;
+  for (let j = close + 2; j < text.length && j < close + 2 + 2048; j += 1) {
+    if (text[j] === '(') open += 1;
+    else if (text[j] === ')' && open-- === 0) {
+      end = j;
+      break;
+    } else if (text[j] === '\n') break;
+  }
   if (end === -1) return null;
   let target = text.slice(close + 2, end).trim();
   if (target.startsWith('<') && target.endsWith('>')) target = target.slice(1, -1);
