@@ -157,7 +157,7 @@ function drawMain() {
   const pane = $('run-pane');
   const atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 40;
   drawPlan(s);
-  const view = { settled: settledCalls(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
+  const view = { settled: settledCalls(s), questions: questionsOf(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
   runs.replaceChildren(...runsOf(s).map((run) => runView(run, view)));
   if (atBottom) pane.scrollTop = pane.scrollHeight;
   drawChat();
@@ -197,6 +197,11 @@ function settledCalls(s) {
     else if (e.type === 'tool_input') for (const r of e.results) settled.add(r.call_id);
   }
   return settled;
+}
+
+/** The questions the session's graphs asked (their cards show them once). */
+function questionsOf(s) {
+  return new Set(s.list.filter((e) => e.type === 'interrupted' && typeof e.question === 'string').map((e) => e.question));
 }
 
 /** Whether this page can resume `s`: its own application and user, and a model to run. */

@@ -343,6 +343,7 @@ function decidedCard(e) {
  */
 export function runView(run, session = {}) {
   const settled = session.settled || new Set();
+  const questions = session.questions || new Set();
   const section = el('article', { class: 'run', data: { invocation: run.root } });
   const first = run.events[0];
   const done = run.events.some((e) => e.type === 'run_completed' && e.invocation_id === run.root);
@@ -376,6 +377,8 @@ export function runView(run, session = {}) {
   // A graph's nodes running now, per invocation: a model call made while one node runs is
   // that node's, and its card says so.
   const running = new Map();
+  // The texts the model's cards of this run show, so a node's output repeats none of them.
+  const shownTexts = new Set();
   // The card of the last text the model wrote, which a graph's answer may repeat.
   let lastText = null;
   for (const e of run.events) {
@@ -437,6 +440,7 @@ export function runView(run, session = {}) {
           card.append(el('p', { class: 'calls' }, 'asks for: ', toolCalls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])));
         }
         cards.append(card);
+        if (text) shownTexts.add(text);
         if (text && toolCalls.length === 0) lastText = { text, card };
         if (latency !== null) spans.push({ kind: 'model', label: `model ${modelCalls}`, start: before, end: e.timestamp_ms });
         for (const c of toolCalls) {
@@ -474,6 +478,26 @@ export function runView(run, session = {}) {
           ),
         );
         break;
+      case 'node_ended': {
+        // What a node wrote that no card shows: an agent node's answer (its own run's events
+        // are shown live, not stored), or a function node's message. The questions of ask
+        // nodes are shown by their question cards.
+        const messages = (e.update && Array.isArray(e.update.messages) && e.update.messages) || [];
+        for (const m of messages) {
+          const text = m && m.role === 'assistant' && !(m.tool_calls || []).length ? messageText(m) : '';
+          if (!text || shownTexts.has(text) || questions.has(text)) continue;
+          const card = el(
+            'section',
+            { class: 'card node-output', data: { node: e.node } },
+            el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'node'), el('span', { class: 'node', data: { node: e.node } }, e.node), el('span', { class: 'stat' }, `step ${e.step}`)),
+            modelText(text),
+          );
+          cards.append(card);
+          shownTexts.add(text);
+          lastText = { text, card };
+        }
+        break;
+      }
       case 'interrupted': {
         const question = typeof e.question === 'string' ? e.question : JSON.stringify(e.question);
         cards.append(

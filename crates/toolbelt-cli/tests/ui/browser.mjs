@@ -165,6 +165,10 @@ async function graphRun(page) {
   const question = page.locator('.card.asking');
   check((await question.count()) === 1, 'the question is not shown');
   check((await question.locator('pre').textContent()).includes('Write these notes to RELEASE.md?'), 'the question text');
+  // The draft the person is asked about: the agent node's answer, stored in its update.
+  const draft = page.locator('.card.node-output[data-node="draft"]');
+  check((await draft.count()) === 1, `the draft shows ${await draft.count()} times`);
+  check((await draft.textContent()).includes('v2 notes <img src=x onerror=window.__pwned=6>'), `the draft: ${await draft.textContent()}`);
   check((await page.locator('img[src="x"]').count()) === 0, 'markup in the draft became an element');
   if (process.env.SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-graph.png') });
@@ -179,6 +183,7 @@ async function graphRun(page) {
   check((await answer.count()) === 1, `the final answer shows ${await answer.count()} times`);
   check((await answer.locator('.answer-mark').count()) === 1, 'the answering card is not marked as the answer');
   check((await answer.locator('.stat.tokens').count()) === 1, 'the answer kept is not the model call (with its tokens)');
+  check((await page.locator('.card.node-output').count()) === 1, 'a node output repeats a card (the question, or the model text)');
   const nodes = await page.locator('.run').nth(1).locator('.card.model .node').allTextContents();
   check(JSON.stringify(nodes) === JSON.stringify(['node publish', 'node publish']), `the model cards' nodes: ${JSON.stringify(nodes)}`);
   if (process.env.SCREENSHOTS) {
