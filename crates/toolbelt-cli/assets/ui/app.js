@@ -18,6 +18,8 @@ const state = {
   endedEarly: new Set(),
   /** serve mode: call number → {call, result, live} */
   calls: new Map(),
+  /** The session the run pane showed when last drawn (a newly chosen one opens at its end). */
+  drawnSession: null,
   /** session key → decisions taken on its paused calls and not yet sent: call id → decision */
   decisions: new Map(),
 };
@@ -155,7 +157,9 @@ function drawMain() {
   }
   // A pane scrolled to its end follows what comes; one scrolled up stays where it is.
   const pane = $('run-pane');
-  const atBottom = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 40;
+  // A session just chosen opens at its newest run.
+  const atBottom = state.drawnSession !== s.key || pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 40;
+  state.drawnSession = s.key;
   drawPlan(s);
   const view = { settled: settledCalls(s), questions: questionsOf(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
   runs.replaceChildren(...runsOf(s).map((run) => runView(run, view)));
