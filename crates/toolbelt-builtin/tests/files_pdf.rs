@@ -38,8 +38,10 @@ async fn a_real_pdf_is_read_by_page_and_by_range() {
     let gamma = text.find("Page three gamma").expect(&text);
     assert!(one < alpha && alpha < three && three < gamma, "{text}");
     assert_eq!(out.structured.as_ref().unwrap()["pages"], json!([1, 2, 3]));
+    assert_eq!(out.user_text(), "Read 3 pages of real.pdf");
 
     let out = call_ok(&set, "Read", json!({"file_path": "real.pdf", "pages": "2"})).await;
+    assert_eq!(out.user_text(), "Read 1 page of real.pdf");
     let text = out.llm_text();
     assert!(text.contains("Page two beta"), "{text}");
     assert!(!text.contains("alpha") && !text.contains("gamma"), "{text}");

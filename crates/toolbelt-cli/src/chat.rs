@@ -161,7 +161,8 @@ async fn slash_command(
         }
         "tools" => {
             let tools = session.toolbox.registry.tool_names();
-            eprintln!("{} tools: {}", tools.len(), tools.join(", "));
+            let noun = if tools.len() == 1 { "tool" } else { "tools" };
+            eprintln!("{} {noun}: {}", tools.len(), tools.join(", "));
         }
         "model" => eprintln!("model: {}", toolbelt::visible(model_name)),
         "sessions" => match crate::sessions::listed(session.runner.sessions().as_ref()).await {

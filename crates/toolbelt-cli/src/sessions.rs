@@ -160,7 +160,8 @@ pub async fn run(command: SessionsCommand) -> Outcome {
 pub fn line_of(s: &Listed) -> String {
     let title = s.title.as_deref().map_or("(no prompt)".into(), visible);
     let when = s.updated_ms.map(ago).unwrap_or_default();
-    format!("{}  {title}  [{} events{when}]", visible(&s.id), s.events)
+    let events = if s.events == 1 { "event" } else { "events" };
+    format!("{}  {title}  [{} {events}{when}]", visible(&s.id), s.events)
 }
 
 /// `, N min ago` and the like, from a time in milliseconds since the epoch.
@@ -173,6 +174,7 @@ fn ago(ms: u64) -> String {
         0..60 => ", just now".into(),
         60..3600 => format!(", {} min ago", secs / 60),
         3600..86400 => format!(", {} h ago", secs / 3600),
+        86400..172800 => ", 1 day ago".into(),
         _ => format!(", {} days ago", secs / 86400),
     }
 }
@@ -295,4 +297,21 @@ fn preview(text: &str) -> String {
     let mut cut: String = line.chars().take(PREVIEW_CHARS).collect();
     cut.push('…');
     cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_line_counts_one_event_in_the_singular() {
+        let listed = |events| Listed {
+            id: "s1".into(),
+            title: Some("Hello".into()),
+            events,
+            updated_ms: None,
+        };
+        assert_eq!(line_of(&listed(1)), "s1  Hello  [1 event]");
+        assert_eq!(line_of(&listed(2)), "s1  Hello  [2 events]");
+    }
 }

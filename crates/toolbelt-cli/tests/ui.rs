@@ -8,6 +8,11 @@
 //! A stored run whose agent handed over to a sub-agent shows one run with the sub-agent's
 //! invocation nested under its parent's.
 //!
+//! A run stored before the page opens is in its first paint (with every API request
+//! refused): the model's Markdown laid out, markup from the model, a tool and the session's
+//! title inert, counts in the singular for one, and the header and session list fixed while
+//! the run pane scrolls.
+//!
 //! With `TOOLBELT_UI_SCREENSHOTS=1` the script saves screenshots of the main views to
 //! `docs/ui-*.png` (the README's "Web UI" section shows them).
 
@@ -284,5 +289,75 @@ async fn a_graph_run_draws_its_path_and_its_question_is_answered_from_the_chat_b
         std::fs::read_to_string(d.join("RELEASE.md")).unwrap(),
         "v2 notes\n"
     );
+    assert_eq!(server.remaining(), 0, "every scripted reply was used");
+}
+
+/// The model's Markdown for the page to lay out: long enough to scroll, with markup that must
+/// stay text (the browser script checks both).
+const MARKDOWN: &str = r#"# Release notes
+
+Some **bold** and *slanted* words, and [the docs](https://example.com/docs).
+
+- first item
+- second with `code`
+ITEMS
+1. one
+2. two
+
+> a quote
+
+## Details
+
+```rust
+fn main() {
+    println!("<b>hi</b>");
+}
+```
+
+Markup stays text: <img src=x onerror="window.__pwned = 8"> <script>window.__pwned = 9</script> [click me](javascript:window.__pwned=10)
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_paint_shows_the_sessions_and_markdown_and_markup_stays_inert_in_chromium() {
+    use toolbelt::agent::{Event, EventKind, SessionKey, SessionService, SqliteSessionService};
+    use toolbelt::model::Message;
+
+    let dir = project();
+    let file = session_file(&dir);
+    let d = dir.path();
+    std::fs::write(d.join("one.txt"), "just one line\n").unwrap();
+    // A session of one event, older than the run's.
+    let store = SqliteSessionService::open(&file).unwrap();
+    let lonely = SessionKey::new("toolbelt", "local", "lonely");
+    let input = EventKind::UserInput {
+        message: Message::user("An unanswered question"),
+    };
+    store
+        .append_event(&lonely, &Event::new("i-lonely", None, "user", input))
+        .await
+        .unwrap();
+    drop(store);
+
+    let read = |name: &str| format!(r#"{{"file_path":"{}"}}"#, path_arg(d, name));
+    let items: String = (3..=40).map(|n| format!("- item {n}\n")).collect();
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_one", "Read", &read("one.txt")),
+        Reply::tool_call("call_payload", "Read", &read("payload.txt")),
+        Reply::text(MARKDOWN.replace("ITEMS\n", &items)),
+    ])
+    .await
+    .unwrap();
+    // The run happens before the page opens: what the page shows first came in its HTML.
+    let (code, stderr) = run_in_session(
+        &server,
+        d,
+        &file,
+        "</script><script>window.__pwned = 7</script> notes",
+        &[],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let ui = Ui::start(&server, d, &file, &[]);
+    browse(&ui, "markdown", async || {}).await;
     assert_eq!(server.remaining(), 0, "every scripted reply was used");
 }

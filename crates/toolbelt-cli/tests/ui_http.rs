@@ -108,6 +108,47 @@ async fn the_session_list_carries_each_sessions_first_prompt_escaped() {
     assert_eq!(title("sly"), r"\x1b[2Kred\u{202e} next", "{sessions}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_carries_its_first_paint_data_and_a_title_cannot_end_the_block() {
+    let dir = project();
+    let file = session_file(&dir);
+    let server = ScriptedServer::start([Reply::text("Hello")]).await.unwrap();
+    let prompt = "</script><script>alert(1)</script> & <!-- more";
+    let (code, stderr) =
+        run_in_session(&server, dir.path(), &file, prompt, &["--session-id", "s1"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let ui = Ui::start(&server, dir.path(), &file, &[]);
+    let response = ui.client().get(ui.url("/")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let csp = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self';"), "{csp}");
+    assert!(!csp.contains("unsafe"), "{csp}");
+    let page = response.text().await.unwrap();
+    let open = r#"<script type="application/json" id="initial-data">"#;
+    let start = page.find(open).expect("the page carries its data") + open.len();
+    let len = page[start..].find("</script>").unwrap();
+    let block = &page[start..start + len];
+    // The title's markup is in the block only as JSON escapes: nothing ends it early.
+    assert!(!block.contains('<') && !block.contains('>'), "{block}");
+    let data: Value = serde_json::from_str(block).unwrap();
+    assert_eq!(data["config"]["mode"], "sessions", "{data}");
+    assert_eq!(
+        data["sessions"]["sessions"][0]["session_id"], "s1",
+        "{data}"
+    );
+    assert_eq!(data["sessions"]["sessions"][0]["title"], prompt, "{data}");
+    assert_eq!(
+        types(&data["events"]),
+        ["user_input", "model_response", "run_completed"]
+    );
+    assert_eq!(data["events"][1]["message"]["content"], "Hello");
+    // The page has one script that runs, the module, plus the data block.
+    assert_eq!(page.matches("<script").count(), 2, "{page}");
+}
+
 /// Reads server-sent events until one satisfies `wanted`, for at most a minute.
 async fn wait_for_item<B: AsRef<[u8]>>(
     stream: &mut (impl futures::Stream<Item = reqwest::Result<B>> + Unpin),

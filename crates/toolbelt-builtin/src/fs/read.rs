@@ -215,7 +215,11 @@ async fn read_pdf(bytes: Vec<u8>, shown: &str, pages: Option<&str>) -> ToolOutpu
         Ok(text) => {
             let returned: Vec<u32> = text.pages.iter().map(|(n, _)| *n).collect();
             ToolOutput::text(super::pdf::render(&text, shown))
-                .with_user_text(format!("Read {} pages of {shown}", returned.len()))
+                .with_user_text(format!(
+                    "Read {} page{} of {shown}",
+                    returned.len(),
+                    if returned.len() == 1 { "" } else { "s" }
+                ))
                 .with_structured(json!({
                     "file_path": shown,
                     "type": "pdf",

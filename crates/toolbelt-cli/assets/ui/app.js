@@ -1,7 +1,7 @@
 // State and wiring: the sessions list, the selected session's runs, the event stream and the
 // chat box. Drawing is in view.js.
 
-import { el, latestPlan, messageText, planView, runView, time, toolCard } from './view.js';
+import { count, el, latestPlan, messageText, planView, runView, time, toolCard } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 const keyOf = (app, user, session) => `${app}\u0000${user}\u0000${session}`;
@@ -18,6 +18,8 @@ const state = {
   endedEarly: new Set(),
   /** serve mode: call number → {call, result, live} */
   calls: new Map(),
+  /** The session the run pane showed when last drawn (a newly chosen one opens at its end). */
+  drawnSession: null,
   /** session key → decisions taken on its paused calls and not yet sent: call id → decision */
   decisions: new Map(),
 };
@@ -76,7 +78,7 @@ function drawSessions() {
         { type: 'button', class: `session${s.key === state.selected ? ' selected' : ''}`, data: { session: s.session_id } },
         s.title ? el('span', { class: 'session-title' }, s.title) : null,
         el('span', { class: 'session-id' }, s.session_id),
-        el('span', { class: 'session-meta' }, `${s.events} events · ${time(s.updated_ms)}`, mine || !state.config.app ? '' : ` · ${s.app}/${s.user_id}`),
+        el('span', { class: 'session-meta' }, `${count(s.events, 'event')} · ${time(s.updated_ms)}`, mine || !state.config.app ? '' : ` · ${s.app}/${s.user_id}`),
         state.running.has(s.session_id) && mine ? el('span', { class: 'badge running' }, 'running') : null,
       );
       button.addEventListener('click', () => select(s.key));
@@ -153,11 +155,15 @@ function drawMain() {
     drawChat();
     return;
   }
-  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  // A pane scrolled to its end follows what comes; one scrolled up stays where it is.
+  const pane = $('run-pane');
+  // A session just chosen opens at its newest run.
+  const atBottom = state.drawnSession !== s.key || pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 40;
+  state.drawnSession = s.key;
   drawPlan(s);
-  const view = { settled: settledCalls(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
+  const view = { settled: settledCalls(s), questions: questionsOf(s), decide: mineToResume(s) ? (callId, decision) => decide(s, callId, decision) : null };
   runs.replaceChildren(...runsOf(s).map((run) => runView(run, view)));
-  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  if (atBottom) pane.scrollTop = pane.scrollHeight;
   drawChat();
 }
 
@@ -197,6 +203,11 @@ function settledCalls(s) {
   return settled;
 }
 
+/** The questions the session's graphs asked (their cards show them once). */
+function questionsOf(s) {
+  return new Set(s.list.filter((e) => e.type === 'interrupted' && typeof e.question === 'string').map((e) => e.question));
+}
+
 /** Whether this page can resume `s`: its own application and user, and a model to run. */
 function mineToResume(s) {
   const c = state.config;
@@ -215,7 +226,7 @@ async function decide(s, callId, decision) {
   const settled = settledCalls(s);
   const waiting = s.list.filter((e) => e.type === 'approval_requested' && !settled.has(e.call_id)).map((e) => e.call_id);
   if (!waiting.every((id) => taken.has(id))) {
-    $('chat-note').textContent = `Decided ${taken.size} of ${waiting.length} paused calls; the run resumes when all are decided.`;
+    $('chat-note').textContent = `Decided ${taken.size} of ${count(waiting.length, 'paused call')}; the run resumes when all are decided.`;
     return;
   }
   state.decisions.delete(s.key);
@@ -243,6 +254,17 @@ async function decide(s, callId, decision) {
 
 // ---- data ----
 
+/** Takes a session's stored events, keeping any newer ones the stream brought first. */
+function loaded(s, events) {
+  const newer = s.list;
+  s.list = [];
+  s.ids = new Set();
+  for (const e of events) addEvent(s, e);
+  for (const e of newer) addEvent(s, e);
+  s.events = Math.max(s.events, s.list.length);
+  s.loaded = true;
+}
+
 async function select(key) {
   state.selected = key;
   const s = state.sessions.get(key);
@@ -252,12 +274,7 @@ async function select(key) {
   try {
     const q = new URLSearchParams({ app: s.app, user: s.user_id, session: s.session_id });
     const body = await api(`/api/events?${q}`);
-    const newer = s.list;
-    s.list = [];
-    s.ids = new Set();
-    for (const e of body.events) addEvent(s, e);
-    for (const e of newer) addEvent(s, e);
-    s.events = Math.max(s.events, s.list.length);
+    loaded(s, body.events);
   } catch (error) {
     s.loaded = false;
     setStatus(`cannot load the session: ${error.message}`, 'bad');
@@ -390,25 +407,68 @@ async function refreshTitles() {
   }
 }
 
-async function start() {
+/**
+ * What the server put in the page itself (`<script type="application/json">`, never run):
+ * {config, sessions: the body of /api/sessions, events: the newest session's stored events
+ * (absent when there were too many to inline), calls: serve mode's recent calls}; null
+ * when the page came without it.
+ */
+function initialData() {
+  const block = $('initial-data');
+  if (!block) return null;
   try {
-    state.config = await api('/api/config');
-    if (state.config.mode === 'serve') {
-      document.body.classList.add('serve');
-      $('mode').textContent = 'MCP calls';
-      $('title').textContent = 'Tool calls of this server';
-    } else {
-      $('mode').textContent = 'sessions';
-      const body = await api('/api/sessions');
-      state.lastSeq = body.last_seq;
-      for (const s of body.sessions) {
-        const entry = session(s.app, s.user_id, s.session_id);
-        entry.updated_ms = s.updated_ms;
-        entry.events = s.events;
-        entry.title = s.title;
+    return JSON.parse(block.textContent);
+  } catch (error) {
+    setStatus(`unreadable page data: ${error.message}`, 'bad');
+    return null;
+  }
+}
+
+function takeConfig(config) {
+  state.config = config;
+  if (config.mode === 'serve') {
+    document.body.classList.add('serve');
+    $('mode').textContent = 'MCP calls';
+    $('title').textContent = 'Tool calls of this server';
+  } else {
+    $('mode').textContent = 'sessions';
+  }
+}
+
+/** Takes a /api/sessions body; returns the newest session's key, if any. */
+function takeSessions(body) {
+  state.lastSeq = body.last_seq;
+  for (const s of body.sessions) {
+    const entry = session(s.app, s.user_id, s.session_id);
+    entry.updated_ms = s.updated_ms;
+    entry.events = s.events;
+    entry.title = s.title;
+  }
+  const newest = body.sessions[0];
+  return newest ? keyOf(newest.app, newest.user_id, newest.session_id) : null;
+}
+
+async function start() {
+  const initial = initialData();
+  try {
+    if (initial) {
+      // Drawn at once, before the first paint: the page needs no request to show the data.
+      takeConfig(initial.config);
+      for (const item of initial.calls || []) onItem(item);
+      if (initial.sessions) {
+        const newest = takeSessions(initial.sessions);
+        if (newest && initial.events) loaded(state.sessions.get(newest), initial.events);
+        if (newest) state.selected = newest;
       }
-      const newest = body.sessions[0];
-      if (newest) await select(keyOf(newest.app, newest.user_id, newest.session_id));
+      drawSessions();
+      drawMain();
+      if (state.selected && !state.sessions.get(state.selected).loaded) await select(state.selected);
+    } else {
+      takeConfig(await api('/api/config'));
+      if (state.config.mode !== 'serve') {
+        const newest = takeSessions(await api('/api/sessions'));
+        if (newest) await select(newest);
+      }
     }
   } catch (error) {
     setStatus(`cannot load: ${error.message}`, 'bad');

@@ -1,6 +1,9 @@
 // Drawing: runs, cards and the timeline, built as DOM nodes. Everything that came from a
 // model, a tool or a file is written with text nodes (never innerHTML), so a result holding
-// markup is shown as the text it is.
+// markup is shown as the text it is; the model's text is laid out as Markdown by
+// markdown.js, which builds its elements the same way.
+
+import { renderMarkdown } from './markdown.js';
 
 /** A new element; string children become text nodes. `attrs` names come from this file only. */
 export function el(tag, attrs = {}, ...children) {
@@ -22,6 +25,11 @@ const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 /** The most characters of one text shown before "show all". */
 const CLIP = 20000;
+
+/** `n` with its noun, singular for one: count(1, 'line') is "1 line", count(2, 'line') "2 lines". */
+export function count(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
 
 export function ms(n) {
   if (n === null || n === undefined || Number.isNaN(n)) return '';
@@ -66,11 +74,16 @@ function pre(text, cls) {
     return node;
   }
   node.textContent = text.slice(0, CLIP);
-  const more = el('button', { type: 'button', class: 'more' }, `show all (${text.length} characters)`);
+  const more = el('button', { type: 'button', class: 'more' }, `show all (${count(text.length, 'character')})`);
   more.addEventListener('click', () => {
     node.textContent = text;
   });
   return el('div', {}, node, more);
+}
+
+/** The model's text as Markdown; text too long to lay out is shown as it is, clipped. */
+function modelText(text) {
+  return text.length <= CLIP ? renderMarkdown(text) : pre(text, 'text');
 }
 
 function looksLikeDiff(lines) {
@@ -230,6 +243,29 @@ function graphPath(events) {
   );
 }
 
+/**
+ * The ids of the answers graphs sent: the model_response a graph writes after its last node
+ * ended (its state's last message), told apart from a node's own model calls, which come
+ * between a node's start and end.
+ */
+function graphAnswers(events) {
+  const open = new Map();
+  const graphs = new Set();
+  const answers = new Set();
+  for (const e of events) {
+    const inv = e.invocation_id;
+    if (e.type === 'node_started') {
+      graphs.add(inv);
+      open.set(inv, (open.get(inv) || 0) + 1);
+    } else if (e.type === 'node_ended') {
+      open.set(inv, Math.max((open.get(inv) || 0) - 1, 0));
+    } else if (e.type === 'model_response' && graphs.has(inv) && !open.get(inv) && !(e.message.tool_calls || []).length) {
+      answers.add(e.id);
+    }
+  }
+  return answers;
+}
+
 /** Bars for each model and tool call on one time axis. */
 function timeline(spans) {
   if (spans.length === 0) return null;
@@ -307,6 +343,7 @@ function decidedCard(e) {
  */
 export function runView(run, session = {}) {
   const settled = session.settled || new Set();
+  const questions = session.questions || new Set();
   const section = el('article', { class: 'run', data: { invocation: run.root } });
   const first = run.events[0];
   const done = run.events.some((e) => e.type === 'run_completed' && e.invocation_id === run.root);
@@ -336,8 +373,19 @@ export function runView(run, session = {}) {
     if (e.type === 'tool_result') results.set(e.result.call_id, e);
     if (e.type === 'approval_requested') asked.add(e.call_id);
   }
+  const answers = graphAnswers(run.events);
+  // A graph's nodes running now, per invocation: a model call made while one node runs is
+  // that node's, and its card says so.
+  const running = new Map();
+  // The texts the model's cards of this run show, so a node's output repeats none of them.
+  const shownTexts = new Set();
+  // The card of the last text the model wrote, which a graph's answer may repeat.
+  let lastText = null;
   for (const e of run.events) {
     const before = lastAt.get(e.invocation_id);
+    if (e.type === 'node_started') running.set(e.invocation_id, [...(running.get(e.invocation_id) || []), e.node]);
+    if (e.type === 'node_ended') running.set(e.invocation_id, (running.get(e.invocation_id) || []).filter((n) => n !== e.node));
+    const nodes = running.get(e.invocation_id) || [];
     switch (e.type) {
       case 'user_input':
         cards.append(
@@ -353,6 +401,22 @@ export function runView(run, session = {}) {
         for (const r of e.results) cards.append(toolCard(null, r, null));
         break;
       case 'model_response': {
+        if (answers.has(e.id)) {
+          // A graph's answer is the last message of its state, most often the text a node's
+          // model call (or agent) wrote just before: that card is marked as the answer
+          // instead of the text being shown twice. An answer of its own gets its own card.
+          const text = messageText(e.message);
+          if (lastText && lastText.text === text) {
+            lastText.card.classList.add('answer');
+            lastText.card.querySelector('.card-head').append(el('span', { class: 'badge ok answer-mark', title: `the answer of ${e.author}` }, 'answer'));
+          } else if (text) {
+            cards.append(
+              el('section', { class: 'card graph-answer answer', data: { event: e.id } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'answer'), el('span', { class: 'agent' }, e.author)), modelText(text)),
+            );
+          }
+          lastText = null;
+          break;
+        }
         modelCalls += 1;
         const latency = before === undefined ? null : e.timestamp_ms - before;
         const usage = e.usage;
@@ -362,19 +426,22 @@ export function runView(run, session = {}) {
           { class: 'card-head' },
           el('span', { class: 'kind' }, 'model'),
           el('span', { class: 'agent' }, e.author),
+          nodes.length === 1 ? el('span', { class: 'node', data: { node: nodes[0] } }, `node ${nodes[0]}`) : null,
           el('span', { class: 'stat' }, `call ${modelCalls}`),
           latency !== null ? el('span', { class: 'stat latency' }, ms(latency)) : null,
-          usage ? el('span', { class: 'stat tokens' }, `${usage.prompt_tokens} in / ${usage.completion_tokens} out tokens`) : null,
+          usage ? el('span', { class: 'stat tokens' }, `tokens: ${usage.prompt_tokens} in / ${usage.completion_tokens} out`) : null,
           sent !== undefined ? el('span', { class: 'stat', title: 'the conversation sent, without the instruction and tool schemas' }, `≈ ${bytes(sent)} sent`) : null,
           e.finish_reason ? el('span', { class: 'stat' }, e.finish_reason) : null,
         );
         const text = messageText(e.message);
-        const card = el('section', { class: 'card model' }, head, text ? pre(text, 'text') : null);
+        const card = el('section', { class: 'card model', data: { event: e.id } }, head, text ? modelText(text) : null);
         const toolCalls = e.message.tool_calls || [];
         if (toolCalls.length) {
           card.append(el('p', { class: 'calls' }, 'asks for: ', toolCalls.map((c, i) => [i ? ', ' : '', el('code', {}, c.function.name)])));
         }
         cards.append(card);
+        if (text) shownTexts.add(text);
+        if (text && toolCalls.length === 0) lastText = { text, card };
         if (latency !== null) spans.push({ kind: 'model', label: `model ${modelCalls}`, start: before, end: e.timestamp_ms });
         for (const c of toolCalls) {
           // A paused call is shown by its approval card, and its result in the run that
@@ -411,6 +478,26 @@ export function runView(run, session = {}) {
           ),
         );
         break;
+      case 'node_ended': {
+        // What a node wrote that no card shows: an agent node's answer (its own run's events
+        // are shown live, not stored), or a function node's message. The questions of ask
+        // nodes are shown by their question cards.
+        const messages = (e.update && Array.isArray(e.update.messages) && e.update.messages) || [];
+        for (const m of messages) {
+          const text = m && m.role === 'assistant' && !(m.tool_calls || []).length ? messageText(m) : '';
+          if (!text || shownTexts.has(text) || questions.has(text)) continue;
+          const card = el(
+            'section',
+            { class: 'card node-output', data: { node: e.node } },
+            el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'node'), el('span', { class: 'node', data: { node: e.node } }, e.node), el('span', { class: 'stat' }, `step ${e.step}`)),
+            modelText(text),
+          );
+          cards.append(card);
+          shownTexts.add(text);
+          lastText = { text, card };
+        }
+        break;
+      }
       case 'interrupted': {
         const question = typeof e.question === 'string' ? e.question : JSON.stringify(e.question);
         cards.append(
@@ -443,7 +530,7 @@ export function runView(run, session = {}) {
   for (const [invocation, text] of run.live.text) {
     if (text) {
       cards.append(
-        el('section', { class: 'card model streaming', data: { invocation } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'model'), el('span', { class: 'badge running' }, 'streaming…')), pre(text, 'text')),
+        el('section', { class: 'card model streaming', data: { invocation } }, el('div', { class: 'card-head' }, el('span', { class: 'kind' }, 'model'), el('span', { class: 'badge running' }, 'streaming…')), modelText(text)),
       );
     }
   }

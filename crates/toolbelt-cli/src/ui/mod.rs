@@ -7,10 +7,14 @@
 //! conversation it was sent), a card per tool call (arguments, the result as a user sees it,
 //! errors, duration, an Edit's diff, images), and a timeline.
 //!
-//! The page is a few plain files embedded in the binary (`assets/ui/`: HTML, CSS, two
-//! JavaScript modules, no build step). It writes everything that came from a model, a tool or
-//! a file as text (never as HTML) and is served with a strict Content-Security-Policy, so a
-//! tool result holding `<script>` is shown, not run.
+//! The page is a few plain files embedded in the binary (`assets/ui/`: HTML, CSS, three
+//! JavaScript modules, no build step): a fixed header and session list with the run pane
+//! scrolling beside them. It writes everything that came from a model, a tool or a file as
+//! text (never as HTML; the model's Markdown is laid out by `markdown.js` from text nodes, links
+//! for http and https only) and is served with a strict Content-Security-Policy, so a tool
+//! result holding `<script>` is shown, not run. The page's first answer carries the data its
+//! first paint shows (the sessions, the newest one's events) in a JSON data block, which the
+//! policy lets through because it is never run.
 //!
 //! Access follows `serve --http` ([`auth`]): a token (given, or generated and printed within
 //! the URL on loopback), `--no-auth` on loopback only, no start without a token on an address

@@ -6,7 +6,8 @@
 //!
 //! | route | answers |
 //! |---|---|
-//! | `GET /`, `GET /assets/{file}` | the page (embedded in the binary) |
+//! | `GET /` | the page (embedded in the binary), with the data of its first paint inlined ([`page_data`]) |
+//! | `GET /assets/{file}` | the page's scripts and styles (embedded) |
 //! | `GET /api/config` | the mode, whether the chat box works (and why not) |
 //! | `GET /api/sessions` | every session in the file (its title: the first prompt, escaped), and the last sequence number |
 //! | `GET /api/events?app=&user=&session=` | one session's stored events with their sequence numbers |
@@ -50,6 +51,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../assets/ui/view.js"),
     ),
     (
+        "markdown.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/ui/markdown.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../../assets/ui/style.css"),
@@ -62,6 +68,12 @@ const INDEX: &str = include_str!("../../assets/ui/index.html");
 pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'self'; frame-ancestors 'none'";
+
+/// The most bytes of stored events the page carries inline; a longer session is loaded by the
+/// page through `/api/events` after the first paint.
+const MAX_INLINE_EVENTS_BYTES: usize = 4 * 1024 * 1024;
+/// Where the page's data block goes in `index.html`.
+const DATA_MARK: &str = "<!--initial-data-->";
 
 /// The longest message the chat box may send.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -125,8 +137,69 @@ async fn security_headers(mut response: Response) -> Response {
     response
 }
 
-async fn index() -> Response {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX).into_response()
+/// The page, with what its first paint shows inlined, so it shows the sessions and the newest
+/// run without waiting for a request. Without the data (the file cannot be read) it is the
+/// plain page, which asks the API and says what went wrong.
+async fn index(State(state): State<Arc<UiState>>) -> Response {
+    let page = match page_data(&state).await {
+        Ok(data) => INDEX.replacen(DATA_MARK, &data_block(&data), 1),
+        Err(error) => {
+            tracing::warn!(%error, "web UI: the page goes out without its data");
+            INDEX.replacen(DATA_MARK, "", 1)
+        }
+    };
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// What the page needs for its first paint: `config` (as `/api/config`), and in sessions
+/// mode `sessions` (as `/api/sessions`) and `events`, the newest session's stored events
+/// (null when they pass [`MAX_INLINE_EVENTS_BYTES`]); in serve mode `calls`, the recent
+/// calls as the stream sends them.
+async fn page_data(state: &UiState) -> Result<Value, String> {
+    let config = config_json(state);
+    let Some(store) = store(state) else {
+        return Ok(json!({ "config": config, "calls": state.hub.recent_calls() }));
+    };
+    let sessions = session_list(store).await?;
+    let newest = sessions["sessions"].get(0).map(|s| {
+        let part = |name: &str| s[name].as_str().unwrap_or_default().to_string();
+        SessionKey::new(part("app"), part("user_id"), part("session_id"))
+    });
+    let events = match newest {
+        Some(key) => {
+            use toolbelt::agent::SessionService;
+            let events = store.events(&key).await.map_err(|e| e.to_string())?;
+            let events = serde_json::to_value(events).map_err(|e| e.to_string())?;
+            let bytes = serde_json::to_string(&events).map_or(usize::MAX, |text| text.len());
+            if bytes <= MAX_INLINE_EVENTS_BYTES {
+                events
+            } else {
+                Value::Null
+            }
+        }
+        None => json!([]),
+    };
+    Ok(json!({ "config": config, "sessions": sessions, "events": events }))
+}
+
+/// `data` as a JSON data block: `type="application/json"` is never run (so the
+/// Content-Security-Policy needs no exception), and `<`, `>` and `&` are written as JSON
+/// escapes, so no text in the data (a session title holding `</script>` or `<!--`) can end
+/// the block or start markup; `JSON.parse` reads the escapes back as the characters.
+fn data_block(data: &Value) -> String {
+    let mut text = String::with_capacity(64);
+    for c in data.to_string().chars() {
+        match c {
+            '<' => text.push_str("\\u003c"),
+            '>' => text.push_str("\\u003e"),
+            '&' => text.push_str("\\u0026"),
+            // Line and paragraph separators: valid in JSON, kept out of the page's source.
+            '\u{2028}' => text.push_str("\\u2028"),
+            '\u{2029}' => text.push_str("\\u2029"),
+            c => text.push(c),
+        }
+    }
+    format!("<script type=\"application/json\" id=\"initial-data\">{text}</script>")
 }
 
 async fn asset(Path(file): Path<String>) -> Response {
@@ -141,17 +214,22 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 async fn config(State(state): State<Arc<UiState>>) -> Json<Value> {
+    Json(config_json(&state))
+}
+
+/// The mode, whether the chat box works (and why not), and the key parts of its sessions.
+fn config_json(state: &UiState) -> Value {
     let (app, user) = state
         .runs
         .as_ref()
         .map_or(("", ""), |runs| runs.key_parts());
-    Json(json!({
+    json!({
         "mode": match state.mode { Mode::Sessions => "sessions", Mode::Serve => "serve" },
         "chat": state.runs.is_some(),
         "chat_off": state.chat_off,
         "app": app,
         "user_id": user,
-    }))
+    })
 }
 
 /// The session file, or the answer saying there is none (`serve --ui`).
@@ -167,24 +245,24 @@ async fn sessions(State(state): State<Arc<UiState>>) -> Response {
     let Some(store) = store(&state) else {
         return no_store();
     };
+    match session_list(store).await {
+        Ok(list) => Json(list).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// Every session of the file, the newest first, with the last sequence number.
+async fn session_list(store: &SqliteSessionService) -> Result<Value, String> {
     // The last sequence number first: anything committed after it reaches a page that
     // follows the stream from it (twice at worst; the page keeps events by id).
-    let last_seq = match store.last_seq().await {
-        Ok(seq) => seq,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    let list = match store.sessions().await {
-        Ok(list) => list,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
+    let last_seq = store.last_seq().await.map_err(|e| e.to_string())?;
+    let list = store.sessions().await.map_err(|e| e.to_string())?;
     let mut sessions = Vec::with_capacity(list.len());
     for s in &list {
         // The first prompt, escaped as the terminal shows it: the page writes it as text,
         // and an escape sequence or a bidirectional override reads as what it is.
-        let title = match store.user_inputs(&s.key).await {
-            Ok(inputs) => title(&inputs).map(|t| toolbelt::visible(&t).into_owned()),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        };
+        let inputs = store.user_inputs(&s.key).await.map_err(|e| e.to_string())?;
+        let title = title(&inputs).map(|t| toolbelt::visible(&t).into_owned());
         sessions.push(json!({
             "app": s.key.app,
             "user_id": s.key.user_id,
@@ -195,7 +273,7 @@ async fn sessions(State(state): State<Arc<UiState>>) -> Response {
             "events": s.events,
         }));
     }
-    Json(json!({ "last_seq": last_seq, "sessions": sessions })).into_response()
+    Ok(json!({ "last_seq": last_seq, "sessions": sessions }))
 }
 
 #[derive(Deserialize)]
@@ -490,4 +568,30 @@ async fn decide(
 
 async fn calls(State(state): State<Arc<UiState>>) -> Json<Value> {
     Json(json!({ "calls": state.hub.recent_calls() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_block_cannot_be_ended_by_the_data_and_reads_back_whole() {
+        let title = "</script><script>window.__pwned = 7</script> <!-- & \u{2028}";
+        let data = json!({ "sessions": [{ "title": title }] });
+        let block = data_block(&data);
+        let inner = block
+            .strip_prefix(r#"<script type="application/json" id="initial-data">"#)
+            .and_then(|rest| rest.strip_suffix("</script>"))
+            .expect("one data block");
+        for markup in ['<', '>', '&', '\u{2028}'] {
+            assert!(!inner.contains(markup), "{markup:?} in {inner}");
+        }
+        let back: Value = serde_json::from_str(inner).unwrap();
+        assert_eq!(back["sessions"][0]["title"], title);
+    }
+
+    #[test]
+    fn the_page_has_one_place_for_its_data() {
+        assert_eq!(INDEX.matches(DATA_MARK).count(), 1);
+    }
 }

@@ -62,6 +62,8 @@ try {
     await approvalButtons(page);
   } else if (process.env.SCENARIO === 'graph') {
     await graphRun(page);
+  } else if (process.env.SCENARIO === 'markdown') {
+    await markdownAndFirstPaint(page);
   } else {
     await liveRunAndChat(page);
   }
@@ -98,7 +100,10 @@ async function planPanel(page) {
   check((await page.locator('img[src="x"]').count()) === 0, 'an img element was injected');
   check((await page.evaluate(() => window.__pwned)) === undefined, 'markup from the plan ran');
   // Still in view while the runs scroll under it.
-  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  await page.evaluate(() => {
+    const pane = document.getElementById('run-pane');
+    pane.scrollTop = pane.scrollHeight;
+  });
   const box = await panel.boundingBox();
   check(box && box.y >= 40 && box.y < 100, `the panel scrolled away or under the header: ${JSON.stringify(box)}`);
   if (process.env.SCREENSHOTS) {
@@ -160,6 +165,10 @@ async function graphRun(page) {
   const question = page.locator('.card.asking');
   check((await question.count()) === 1, 'the question is not shown');
   check((await question.locator('pre').textContent()).includes('Write these notes to RELEASE.md?'), 'the question text');
+  // The draft the person is asked about: the agent node's answer, stored in its update.
+  const draft = page.locator('.card.node-output[data-node="draft"]');
+  check((await draft.count()) === 1, `the draft shows ${await draft.count()} times`);
+  check((await draft.textContent()).includes('v2 notes <img src=x onerror=window.__pwned=6>'), `the draft: ${await draft.textContent()}`);
   check((await page.locator('img[src="x"]').count()) === 0, 'markup in the draft became an element');
   if (process.env.SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-graph.png') });
@@ -169,6 +178,17 @@ async function graphRun(page) {
   await page.locator('.card.model:not(.streaming)', { hasText: 'Wrote RELEASE.md.' }).first().waitFor();
   check((await page.locator('.card.model.streaming').count()) <= 1, 'streaming text is shown in more than one run');
   await page.waitForFunction(() => document.querySelectorAll('.run-head .badge.ok').length === 2);
+  // The graph's answer repeats the publishing model's last text: shown once, on that card.
+  const answer = page.locator('.card', { hasText: 'Wrote RELEASE.md.' });
+  check((await answer.count()) === 1, `the final answer shows ${await answer.count()} times`);
+  check((await answer.locator('.answer-mark').count()) === 1, 'the answering card is not marked as the answer');
+  check((await answer.locator('.stat.tokens').count()) === 1, 'the answer kept is not the model call (with its tokens)');
+  check((await page.locator('.card.node-output').count()) === 1, 'a node output repeats a card (the question, or the model text)');
+  const nodes = await page.locator('.run').nth(1).locator('.card.model .node').allTextContents();
+  check(JSON.stringify(nodes) === JSON.stringify(['node publish', 'node publish']), `the model cards' nodes: ${JSON.stringify(nodes)}`);
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-graph-answer.png') });
+  }
   const paths = page.locator('.graph-path');
   check((await paths.count()) === 2, `expected a path per run, got ${await paths.count()}`);
   const after = await pathOf(paths.nth(1));
@@ -217,20 +237,10 @@ async function liveRunAndChat(page) {
   const tokens = await firstModel.locator('.tokens').textContent();
   const modelHead = await firstModel.locator('.card-head').textContent();
   check(/^\d+(\.\d+)? m?s$/.test(latency), `the model card's latency: ${latency}`);
-  check(/^\d+ in \/ \d+ out tokens$/.test(tokens), `the model card's tokens: ${tokens}`);
+  check(/^tokens: \d+ in \/ \d+ out$/.test(tokens), `the model card's tokens: ${tokens}`);
   check(modelHead.includes('sent'), `the model card lacks the request size: ${modelHead}`);
 
-  // The header and the session list stay in place while the runs scroll beside them.
-  const scrollable = await page.evaluate(() => document.documentElement.scrollHeight > window.innerHeight + 200);
-  check(scrollable, 'the run does not fill more than a screen: the layout check would prove nothing');
-  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
-  await page.waitForFunction(() => window.scrollY > 200);
-  const header = await page.locator('#top').boundingBox();
-  const sidebar = await page.locator('#sidebar').boundingBox();
-  check(header && Math.abs(header.y) < 1, `the header scrolled away: ${JSON.stringify(header)}`);
-  check(sidebar && Math.abs(sidebar.y - header.height) < 2, `the session list scrolled away: ${JSON.stringify(sidebar)}`);
-  check(await page.locator('.session').first().isVisible(), 'the session list is not in view');
-  await page.evaluate(() => window.scrollTo(0, 0));
+  await fixedFrame(page);
 
   // The Edit's diff, rendered as one.
   const edit = page.locator('.card.tool[data-tool="Edit"]');
@@ -259,7 +269,7 @@ async function liveRunAndChat(page) {
   const finalText = await page.locator('.card.model').last().textContent();
   check(finalText.includes('<script>window.__pwned = 3</script>'), `the model's markup is not shown as text: ${finalText}`);
   check((await page.evaluate(() => window.__pwned)) === undefined, 'a script from a result ran');
-  check((await page.evaluate(() => document.scripts.length)) === 1, 'a script element was injected');
+  check((await scriptsThatRun(page)) === 1, 'a script element was injected');
   check((await page.locator('img[src="x"]').count()) === 0, 'an img element was injected');
 
   // The timeline has a bar for each model and tool call.
@@ -285,4 +295,128 @@ async function liveRunAndChat(page) {
     await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-chat.png') });
   }
 
+}
+
+/** The scripts of the page that would run (the data block is `application/json`, never run). */
+async function scriptsThatRun(page) {
+  return page.evaluate(() => [...document.scripts].filter((s) => s.type !== 'application/json').length);
+}
+
+/**
+ * The header and the session list stay in place while the run pane scrolls beside them: the
+ * page itself does not scroll.
+ */
+async function fixedFrame(page) {
+  const scrollable = await page.evaluate(() => {
+    const pane = document.getElementById('run-pane');
+    return pane.scrollHeight > pane.clientHeight + 200;
+  });
+  check(scrollable, 'the run does not fill more than its pane: the layout check would prove nothing');
+  await page.evaluate(() => {
+    const pane = document.getElementById('run-pane');
+    pane.scrollTop = pane.scrollHeight;
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  });
+  await page.waitForFunction(() => document.getElementById('run-pane').scrollTop > 200);
+  check((await page.evaluate(() => window.scrollY)) === 0, 'the whole page scrolled');
+  const header = await page.locator('#top').boundingBox();
+  const sidebar = await page.locator('#sidebar').boundingBox();
+  const pane = await page.locator('#run-pane').boundingBox();
+  check(header && Math.abs(header.y) < 1, `the header scrolled away: ${JSON.stringify(header)}`);
+  check(sidebar && Math.abs(sidebar.y - header.height) < 2, `the session list scrolled away: ${JSON.stringify(sidebar)}`);
+  check(pane && pane.x >= sidebar.x + sidebar.width - 1 && Math.abs(pane.y - header.height) < 2, `the run pane is not beside the list: ${JSON.stringify(pane)}`);
+  const first = await page.locator('.session').first().boundingBox();
+  check(first && first.y >= header.height && first.y < 200, `the session list is not in view: ${JSON.stringify(first)}`);
+  const chat = await page.locator('#chat').boundingBox();
+  check(chat && Math.abs(chat.y + chat.height - 900) < 2, `the chat box is not at the bottom: ${JSON.stringify(chat)}`);
+  await page.evaluate(() => {
+    document.getElementById('run-pane').scrollTop = 0;
+  });
+}
+
+/** Checks that markup from the model, a tool or a title ran nothing and made no element. */
+async function inert(page, where) {
+  check((await page.evaluate(() => window.__pwned)) === undefined, `markup ran (${where}): __pwned = ${await page.evaluate(() => window.__pwned)}`);
+  check((await scriptsThatRun(page)) === 1, `a script element was injected (${where})`);
+  check((await page.locator('img[src="x"]').count()) === 0, `an img element was injected (${where})`);
+  const bad = await page.$$eval('a', (links) => links.filter((a) => !/^https?:/.test(a.href)).map((a) => a.href));
+  check(bad.length === 0, `links to other schemes (${where}): ${JSON.stringify(bad)}`);
+}
+
+/**
+ * A stored run (another process's, before the page opened) whose model wrote Markdown and
+ * markup, whose tool returned markup, and whose title holds `</script>`. First with every API
+ * request refused: the first paint alone shows the sessions and the run. Then the live page:
+ * the Markdown laid out, the markup shown as text, counts in the singular, the frame fixed.
+ */
+async function markdownAndFirstPaint(page) {
+  const TITLE = '</script><script>window.__pwned = 7</script> notes';
+  // ---- the first paint, with the API out of reach ----
+  // A page of its own, with the cookie the first page got for the token.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await context.addCookies(await page.context().cookies());
+  const cold = await context.newPage();
+  cold.on('pageerror', (error) => problems.push(`page error (first paint): ${error.message}`));
+  const asked = [];
+  await cold.route('**/api/**', (route) => {
+    asked.push(new URL(route.request().url()).pathname);
+    return route.abort();
+  });
+  await cold.goto(process.env.UI_URL.split('?')[0]);
+  await cold.waitForLoadState('load');
+  if (process.env.SCREENSHOTS) {
+    await cold.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-first-paint.png') });
+  }
+  check((await cold.locator('.session').count()) === 2, `the first paint lists ${await cold.locator('.session').count()} sessions`);
+  const titles = await cold.locator('.session-title').allTextContents();
+  check(titles.includes(TITLE), `the first paint's titles: ${JSON.stringify(titles)}`);
+  check((await cold.locator('.run .card.model .md h1').count()) === 1, 'the first paint shows no run');
+  check((await cold.locator('.card.tool[data-tool="Read"]').count()) === 2, 'the first paint lacks the tool cards');
+  check(!asked.some((p) => p !== '/api/stream'), `the first paint needed the API: ${JSON.stringify(asked)}`);
+  await inert(cold, 'first paint');
+  await context.close();
+
+  // ---- the live page ----
+  await page.locator('.run .card.model .md h1').waitFor();
+  const md = page.locator('.card.model .md').last();
+  check((await md.locator('h1').textContent()) === 'Release notes', `the heading: ${await md.locator('h1').textContent()}`);
+  check((await md.locator('h2').textContent()) === 'Details', 'the second heading');
+  const code = await md.locator('pre.code code').textContent();
+  check(code === 'fn main() {\n    println!("<b>hi</b>");\n}', `the code block: ${JSON.stringify(code)}`);
+  check((await md.locator('pre.code code').getAttribute('data-lang')) === 'rust', 'the code block lost its language');
+  const items = await md.locator('ul > li').allTextContents();
+  check(items.length >= 3 && items[0] === 'first item' && items[1] === 'second with code', `the list: ${JSON.stringify(items.slice(0, 3))}`);
+  check((await md.locator('ul > li code').first().textContent()) === 'code', 'inline code in the list');
+  check((await md.locator('ol > li').count()) === 2, 'the ordered list');
+  check((await md.locator('strong').first().textContent()) === 'bold', 'strong text');
+  check((await md.locator('em').first().textContent()) === 'slanted', 'emphasis');
+  check((await md.locator('blockquote').textContent()).includes('a quote'), 'the block quote');
+  const link = md.locator('a', { hasText: 'the docs' });
+  check((await link.getAttribute('href')) === 'https://example.com/docs', 'the link target');
+  check((await link.getAttribute('rel')) === 'noopener noreferrer', `the link's rel: ${await link.getAttribute('rel')}`);
+  check((await md.locator('a').count()) === 1, 'a link was made of the javascript: target');
+  const text = await md.textContent();
+  for (const shown of ['<img src=x onerror="window.__pwned = 8">', '<script>window.__pwned = 9</script>', '[click me](javascript:window.__pwned=10)']) {
+    check(text.includes(shown), `the model's markup is not shown as text: ${shown}`);
+  }
+  const payload = (await page.locator('.card.tool[data-tool="Read"]').nth(1).locator('pre.result').allTextContents()).join('\n');
+  check(payload.includes('<script>window.__pwned = 1</script>'), `the tool's markup is not shown as text: ${payload}`);
+  await inert(page, 'live page');
+
+  // ---- singular and plural ----
+  const one = (await page.locator('.card.tool[data-tool="Read"]').first().locator('pre.result').first().textContent()).trim();
+  check(/^Read 1 line of .*one\.txt$/.test(one), `a one-line Read says: ${one}`);
+  const metas = await page.locator('.session-meta').allTextContents();
+  check(metas.some((m) => m.startsWith('1 event ·')), `a session of one event says: ${JSON.stringify(metas)}`);
+  check(metas.some((m) => /^\d+ events ·/.test(m)), `a session of several events says: ${JSON.stringify(metas)}`);
+
+  await fixedFrame(page);
+  if (process.env.SCREENSHOTS) {
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-markdown.png') });
+    await page.evaluate(() => {
+      const pane = document.getElementById('run-pane');
+      pane.scrollTop = pane.scrollHeight;
+    });
+    await page.screenshot({ path: join(process.env.SCREENSHOTS, 'ui-scrolled.png') });
+  }
 }
