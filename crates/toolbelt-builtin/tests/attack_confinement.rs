@@ -344,18 +344,6 @@ async fn a_symlink_loop_inside_the_base_ends_the_walk(resolver: Resolver) {
     assert_eq!(out.llm_text(), "sub/ok.txt");
 }
 
-/// Swaps two directory entries atomically (`renameat2(RENAME_EXCHANGE)`).
-fn exchange(dir: &Path, a: &str, b: &str) {
-    rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        dir.join(a),
-        rustix::fs::CWD,
-        dir.join(b),
-        rustix::fs::RenameFlags::EXCHANGE,
-    )
-    .expect("RENAME_EXCHANGE (Linux 3.15+, ext4/tmpfs/btrfs)");
-}
-
 async fn a_swap_race_never_shows_outside_bytes_or_names(resolver: Resolver) {
     let l = layout();
     std::fs::remove_file(l.base.join("lnk")).unwrap();
@@ -383,8 +371,8 @@ async fn a_swap_race_never_shows_outside_bytes_or_names(resolver: Resolver) {
         std::thread::spawn(move || {
             let mut flips = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                exchange(&base, "flip", "flip.alt");
-                exchange(&base, "fflip.txt", "fflip.alt");
+                toolbelt_testkit::exchange(&base, "flip", "flip.alt");
+                toolbelt_testkit::exchange(&base, "fflip.txt", "fflip.alt");
                 flips += 1;
             }
             flips

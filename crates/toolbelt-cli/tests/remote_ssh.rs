@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -565,13 +567,26 @@ fn a_bash_timeout_over_ssh_leaves_no_process_on_the_remote() {
 
 #[test]
 fn a_connection_killed_mid_call_is_an_unknown_outcome_never_rerun_and_the_next_call_reconnects() {
+    killed_mid_call("ControlMaster=auto");
+}
+
+#[test]
+fn the_master_connection_killed_mid_call_is_an_unknown_outcome_and_the_next_call_reconnects() {
+    killed_mid_call("ControlMaster=yes");
+}
+
+/// A Bash call over SSH while the ssh process whose command line has `which` is killed
+/// (`ControlMaster=auto`: the session's channel carrying MCP; `ControlMaster=yes`: the
+/// master connection it is multiplexed over): the call is an unknown outcome, the command
+/// ran once and ends on the remote, and the next call reconnects.
+fn killed_mid_call(which: &'static str) {
     let sshd = sshd();
     let base = tempfile::tempdir().unwrap();
     let once = base.path().join("once.txt");
     let pids = base.path().join("pids");
     let mut peer = serve(base.path(), &sshd.remote(base.path()));
     let marker = base.path().display().to_string();
-    // Kills the session's ssh (the multiplexed channel carrying MCP) once the command runs.
+    // Kills the ssh named by `which` once the command runs.
     let killer = {
         let once = once.clone();
         let marker = marker.clone();
@@ -579,10 +594,11 @@ fn a_connection_killed_mid_call_is_an_unknown_outcome_never_rerun_and_the_next_c
             eventually("the command runs", Duration::from_secs(30), || {
                 std::fs::metadata(&once).ok().filter(|m| m.len() > 0)
             });
-            let sessions = processes_with(&marker, Some("ControlMaster=auto"));
-            assert_eq!(sessions.len(), 1, "one session ssh: {sessions:?}");
-            unsafe { libc::kill(sessions[0] as i32, libc::SIGKILL) };
-            sessions[0]
+            let targets = processes_with(&marker, Some(which));
+            assert_eq!(targets.len(), 1, "one {which} ssh: {targets:?}");
+            // SAFETY: signalling an ssh process this test's serve started.
+            unsafe { libc::kill(targets[0] as i32, libc::SIGKILL) };
+            targets[0]
         })
     };
     let (is_error, said) = serve_call(
@@ -606,8 +622,8 @@ fn a_connection_killed_mid_call_is_an_unknown_outcome_never_rerun_and_the_next_c
     );
     assert!(!is_error, "{said}");
     assert!(said.contains("ran"), "{said}");
-    let sessions = processes_with(&marker, Some("ControlMaster=auto"));
-    assert!(sessions.len() == 1 && sessions[0] != killed, "{sessions:?}");
+    let now = processes_with(&marker, Some(which));
+    assert!(now.iter().all(|pid| *pid != killed), "{which}: {now:?}");
     // Never re-run: one line.
     assert_eq!(std::fs::read_to_string(&once).unwrap(), "ran\n");
     assert!(peer.finish().success(), "serve failed");
@@ -720,4 +736,68 @@ fn a_bad_remote_url_is_a_usage_error_saying_why() {
             text(&out.stderr)
         );
     }
+}
+
+#[test]
+fn a_swap_race_over_ssh_never_shows_outside_bytes_or_names() {
+    let sshd = sshd();
+    let base = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (marker, outside_name) = ("OUTSIDE-race-c41d", "only-outside-e5.txt");
+    std::fs::write(outside.path().join("secret.txt"), format!("{marker}\n")).unwrap();
+    std::fs::write(outside.path().join(outside_name), format!("{marker}\n")).unwrap();
+    let b = base.path();
+    // `flip` is a real directory or a symlink to outside, `fflip.txt` a real file or a
+    // symlink to the outside secret, swapped atomically with their `.alt` counterparts.
+    std::fs::create_dir(b.join("flip")).unwrap();
+    std::fs::write(b.join("flip/inner.txt"), "inside inner\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), b.join("flip.alt")).unwrap();
+    std::fs::write(b.join("fflip.txt"), "inside fflip\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), b.join("fflip.alt")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, base) = (stop.clone(), b.to_path_buf());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                toolbelt_testkit::exchange(&base, "flip", "flip.alt");
+                toolbelt_testkit::exchange(&base, "fflip.txt", "fflip.alt");
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let mut peer = serve(b, &sshd.remote(b));
+    let (mut calls, mut answered) = (0, 0);
+    for _ in 0..25 {
+        for (tool, args) in [
+            (
+                "Grep",
+                json!({"pattern": "inside|OUTSIDE", "output_mode": "content", "head_limit": 0}),
+            ),
+            (
+                "Grep",
+                json!({"pattern": "inside|OUTSIDE", "path": "flip", "output_mode": "content"}),
+            ),
+            ("Read", json!({"file_path": "flip/inner.txt"})),
+            ("Read", json!({"file_path": "fflip.txt"})),
+            ("Glob", json!({"pattern": "**/*"})),
+            ("Glob", json!({"pattern": "*", "path": "flip"})),
+        ] {
+            let (is_error, said) = serve_call(&mut peer, tool, args.clone());
+            assert!(!said.contains(marker), "{tool} {args} leaked: {said}");
+            assert!(
+                !said.contains(outside_name),
+                "{tool} {args} leaked a name: {said}"
+            );
+            calls += 1;
+            answered += usize::from(!is_error);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    assert!(peer.finish().success(), "serve failed");
+    assert_eq!(calls, 150);
+    assert!(flips > 10, "the race ran ({flips} flips)");
+    assert!(answered > 0, "no call answered");
 }

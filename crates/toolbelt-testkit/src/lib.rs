@@ -122,6 +122,21 @@ pub async fn eventually_await<T>(
     }
 }
 
+/// Swaps two entries of `dir` atomically (`renameat2(RENAME_EXCHANGE)`, Linux 3.15+ on
+/// ext4, tmpfs or btrfs): the swap races of the confinement attacks flip a directory or a
+/// file with a symlink to outside while tools run, so each path is one or the other at any
+/// moment, never missing.
+pub fn exchange(dir: &Path, a: &str, b: &str) {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        dir.join(a),
+        rustix::fs::CWD,
+        dir.join(b),
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .expect("RENAME_EXCHANGE (Linux 3.15+, ext4/tmpfs/btrfs)");
+}
+
 /// The pids written to `path`, one per line, once it holds at least `count` of them (a
 /// probe for [`eventually`]); a file still being written yields `None`.
 pub fn pids_in(path: &Path, count: usize) -> Option<Vec<u32>> {
