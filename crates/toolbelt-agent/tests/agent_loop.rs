@@ -1035,17 +1035,12 @@ async fn dropping_the_event_stream_cancels_the_run_and_its_tools() {
     );
     started_rx.await.unwrap();
     drop(stream);
-    for _ in 0..200 {
-        if cancelled.load(Ordering::SeqCst) == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        cancelled.load(Ordering::SeqCst),
-        1,
-        "the tool saw the cancellation"
-    );
+    toolbelt_testkit::eventually_async(
+        "the tool seeing the cancellation",
+        Duration::from_secs(2),
+        || (cancelled.load(Ordering::SeqCst) == 1).then_some(()),
+    )
+    .await;
     assert!(
         !caller_token.is_cancelled(),
         "the caller's own token is left alone"

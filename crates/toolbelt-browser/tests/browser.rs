@@ -287,13 +287,12 @@ async fn a_crashed_browser_is_replaced_on_the_next_call_with_a_note() {
         unsafe { libc_kill(*member) };
     }
     // The crash is over before the next call: every thread of the main process has exited.
-    for _ in 0..200 {
-        if fully_exited(pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(fully_exited(pid), "the browser survived SIGKILL");
+    toolbelt_testkit::eventually_async(
+        "the browser ending after SIGKILL",
+        Duration::from_secs(10),
+        || fully_exited(pid).then_some(()),
+    )
+    .await;
     let page = navigate(&set, &format!("{base}/")).await;
     assert!(page.contains("Note: the browser had stopped"), "{page}");
     assert!(page.contains("Welcome to the test page"), "{page}");

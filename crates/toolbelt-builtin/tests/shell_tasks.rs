@@ -39,11 +39,12 @@ async fn background_task_lifecycle_reads_new_output_then_completion() {
     );
 
     // Wait until the first line is in the log, then read it without blocking.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::fs::read_to_string(&log).unwrap_or_default().is_empty() {
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    toolbelt_testkit::eventually_async(
+        "the first line in the log",
+        std::time::Duration::from_secs(10),
+        || (!std::fs::read_to_string(&log).unwrap_or_default().is_empty()).then_some(()),
+    )
+    .await;
     let first = call(&output, json!({"task_id": id, "block": false}))
         .await
         .unwrap();

@@ -338,14 +338,11 @@ fn a_call_past_its_timeout_exits_1_and_the_server_sees_the_cancellation() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(&marker).ok().as_deref() != Some("cancelled") {
-        assert!(
-            Instant::now() < deadline,
-            "the server never saw notifications/cancelled"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    toolbelt_testkit::eventually(
+        "the server seeing notifications/cancelled",
+        Duration::from_secs(10),
+        || (std::fs::read_to_string(&marker).ok().as_deref() == Some("cancelled")).then_some(()),
+    );
 }
 
 #[test]

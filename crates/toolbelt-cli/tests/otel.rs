@@ -254,15 +254,11 @@ async fn spans_of_a_run_stopped_by_sigint_are_still_exported() {
     let pid_file = dir.path().join("sleeper.pid");
     let out = tokio::task::spawn_blocking(move || {
         let child = command.spawn().expect("start toolbelt");
-        let mut started = false;
-        for _ in 0..1500 {
-            if std::fs::read_to_string(&pid_file).is_ok_and(|t| !t.trim().is_empty()) {
-                started = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(started, "the tool's command started");
+        toolbelt_testkit::eventually(
+            "the tool's command starting",
+            std::time::Duration::from_secs(30),
+            || toolbelt_testkit::pids_in(&pid_file, 1),
+        );
         // SAFETY: sending a signal to the child we spawned.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         child.wait_with_output().expect("wait")

@@ -214,17 +214,12 @@ async fn sigint_stops_the_run_kills_the_command_a_tool_started_and_exits_130() {
     assert_eq!(out.status.code(), Some(130), "SIGINT exits 130:\n{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     // The sleeper is gone (killed with its process group; reaped by init once orphaned).
-    let proc_dir = format!("/proc/{sleeper}");
-    let mut gone = false;
-    for _ in 0..250 {
-        let state = std::fs::read_to_string(format!("{proc_dir}/stat")).unwrap_or_default();
-        if state.is_empty() || state.contains(") Z ") {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(gone, "the command the tool started outlived toolbelt");
+    toolbelt_testkit::eventually_async(
+        "the command the tool started ending with toolbelt",
+        std::time::Duration::from_secs(5),
+        || (!toolbelt_testkit::is_running(sleeper as u32)).then_some(()),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -483,15 +478,8 @@ async fn a_model_server_that_never_answers_fails_the_run_within_the_given_limits
         .stderr(Stdio::piped());
     let out = tokio::task::spawn_blocking(move || {
         let mut child = command.spawn().expect("start toolbelt");
-        // A generous upper bound against a hang, not a timing assertion.
-        for _ in 0..600 {
-            if child.try_wait().unwrap().is_some() {
-                return Some(child.wait_with_output().unwrap());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        None
+        toolbelt_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(60))?;
+        Some(child.wait_with_output().unwrap())
     })
     .await
     .unwrap()
@@ -549,14 +537,7 @@ async fn sigint_at_the_chat_prompt_leaves_with_130() {
         std::thread::sleep(std::time::Duration::from_millis(300));
         // SAFETY: sending a signal to the child we spawned.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        for _ in 0..300 {
-            if let Some(status) = child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        None
+        toolbelt_testkit::wait_or_kill(&mut child, std::time::Duration::from_secs(30))
     })
     .await
     .unwrap()

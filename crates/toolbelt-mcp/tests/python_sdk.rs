@@ -126,16 +126,15 @@ async fn exercise(config: ConnectionConfig, marker: &Path) {
         .await
         .unwrap();
     assert_eq!(out.llm_text(), "added late_tool");
-    let mut found = false;
-    for _ in 0..100 {
-        let tools = set.tools(&ToolContext::new()).await.unwrap();
-        if tools.iter().any(|t| t.name() == "late_tool") {
-            found = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(found, "the new tool never showed up");
+    toolbelt_testkit::eventually_await(
+        "the new tool showing up",
+        Duration::from_secs(5),
+        async || {
+            let tools = set.tools(&ToolContext::new()).await.unwrap();
+            tools.iter().any(|t| t.name() == "late_tool").then_some(())
+        },
+    )
+    .await;
     let out = tool(&set, "late_tool")
         .await
         .call(ToolContext::for_call("c11"), "")

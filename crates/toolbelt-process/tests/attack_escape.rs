@@ -165,15 +165,13 @@ async fn try_wait_sees_the_child_end_under_every_containment() {
         let mut command = tokio::process::Command::new("sh");
         command.arg("-c").arg("exit 7");
         let mut child = Contain::new(containment).spawn(command).unwrap();
-        let mut outcome = None;
-        for _ in 0..500 {
-            outcome = child.try_wait().unwrap();
-            if outcome.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(outcome.and_then(|o| o.code), Some(7), "{containment:?}");
+        let outcome = toolbelt_testkit::eventually_async(
+            format!("the child ending under {containment:?}"),
+            Duration::from_secs(5),
+            || child.try_wait().unwrap(),
+        )
+        .await;
+        assert_eq!(outcome.code, Some(7), "{containment:?}");
         assert_eq!(child.kill_leftovers(Duration::ZERO).await.killed, 0);
     }
 }

@@ -122,6 +122,27 @@ pub async fn eventually_await<T>(
     }
 }
 
+/// Waits at most `limit` for `child` to exit and returns its status; past the limit it
+/// kills and reaps the child and returns `None`, so a hung child fails its test without
+/// being left behind. (A bound against a hang, not a timing assertion.)
+pub fn wait_or_kill(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// Swaps two entries of `dir` atomically (`renameat2(RENAME_EXCHANGE)`, Linux 3.15+ on
 /// ext4, tmpfs or btrfs): the swap races of the confinement attacks flip a directory or a
 /// file with a symlink to outside while tools run, so each path is one or the other at any

@@ -262,12 +262,7 @@ impl Drop for HttpServe {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             signal(self.child.id(), "TERM");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            toolbelt_testkit::wait_or_kill(&mut self.child, Duration::from_secs(10));
         }
     }
 }
