@@ -75,7 +75,8 @@ def main():
                     samples.append(
                         timed(
                             [binary, "run", "go", "--model", f"scripted:{name}.toml",
-                             "--dir", ".", "--sandbox", mode, "--approval", "never"],
+                             "--dir", ".", "--sandbox", mode, "--approval", "never",
+                             "--max-iterations", str(args.calls + 1)],
                             base,
                         )
                     )
