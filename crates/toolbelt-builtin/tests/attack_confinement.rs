@@ -364,20 +364,10 @@ async fn a_swap_race_never_shows_outside_bytes_or_names(resolver: Resolver) {
         );
         assert!(!text.contains(OUTSIDE_NAME), "{what} leaked a name: {text}");
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let flipper = {
-        let stop = stop.clone();
-        let base = l.base.clone();
-        std::thread::spawn(move || {
-            let mut flips = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                toolbelt_testkit::exchange(&base, "flip", "flip.alt");
-                toolbelt_testkit::exchange(&base, "fflip.txt", "fflip.alt");
-                flips += 1;
-            }
-            flips
-        })
-    };
+    let race = toolbelt_testkit::SwapRace::start(
+        &l.base,
+        &[("flip", "flip.alt"), ("fflip.txt", "fflip.alt")],
+    );
     let mut calls = 0;
     let mut answered = 0;
     for external in [false, true] {
@@ -434,8 +424,7 @@ async fn a_swap_race_never_shows_outside_bytes_or_names(resolver: Resolver) {
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let flips = flipper.join().unwrap();
+    let flips = race.stop();
     assert!(calls >= 960, "{calls} calls");
     assert!(flips > 10, "the race ran ({flips} flips)");
     assert!(answered > 0, "no call answered");

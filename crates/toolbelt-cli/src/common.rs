@@ -360,17 +360,28 @@ impl Toolbox {
             SshToolSet::new("remote", target.clone(), args.remote_options())
                 .map_err(|e| CliError::failed(e.to_string()))?,
         );
+        Self::served_elsewhere(args, remote.clone(), Some(remote), registry)
+    }
+
+    /// A toolbox whose built-in tools are `set`, a server of them run elsewhere (over SSH,
+    /// in a container), plus the browser tools when asked for.
+    fn served_elsewhere(
+        args: &ToolSourceArgs,
+        set: Arc<dyn ToolSet>,
+        remote: Option<Arc<SshToolSet>>,
+        registry: Registry,
+    ) -> Result<Self, CliError> {
         let registry = Arc::new(registry);
-        // The remote's built-in tools never change: list them once.
+        // The served built-in tools never change: list them once.
         registry
-            .add_tool_set(remote.clone(), ToolSetRefresh::Cached)
+            .add_tool_set(set.clone(), ToolSetRefresh::Cached)
             .map_err(|e| CliError::usage(e.to_string()))?;
         let mut toolbox = Self {
             registry,
             builtin: None,
-            builtin_tools: remote.clone(),
-            remote: Some(remote.clone()),
-            sets: vec![remote],
+            builtin_tools: set.clone(),
+            remote,
+            sets: vec![set],
         };
         if let Some(browser) = crate::browser::browser_tool_set(args)? {
             toolbox.add(browser, ToolSetRefresh::Cached.into())?;
@@ -425,23 +436,7 @@ impl Toolbox {
         let set = McpToolSet::builder("builtin", config)
             .build()
             .map_err(|e| refuse(e.to_string()))?;
-        let set: Arc<dyn ToolSet> = Arc::new(set);
-        let registry = Arc::new(registry);
-        // The built-in tools never change: list them once.
-        registry
-            .add_tool_set(set.clone(), ToolSetRefresh::Cached)
-            .map_err(|e| CliError::usage(e.to_string()))?;
-        let mut toolbox = Self {
-            registry,
-            builtin: None,
-            builtin_tools: set.clone(),
-            remote: None,
-            sets: vec![set],
-        };
-        if let Some(browser) = crate::browser::browser_tool_set(args)? {
-            toolbox.add(browser, ToolSetRefresh::Cached.into())?;
-        }
-        Ok(toolbox)
+        Self::served_elsewhere(args, Arc::new(set), None, registry)
     }
 
     /// With `--remote`: connects now (host key, login, the remote binary, the MCP session),

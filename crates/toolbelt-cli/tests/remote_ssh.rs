@@ -10,8 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -754,19 +752,8 @@ fn a_swap_race_over_ssh_never_shows_outside_bytes_or_names() {
     std::os::unix::fs::symlink(outside.path(), b.join("flip.alt")).unwrap();
     std::fs::write(b.join("fflip.txt"), "inside fflip\n").unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), b.join("fflip.alt")).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flipper = {
-        let (stop, base) = (stop.clone(), b.to_path_buf());
-        std::thread::spawn(move || {
-            let mut flips = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                toolbelt_testkit::exchange(&base, "flip", "flip.alt");
-                toolbelt_testkit::exchange(&base, "fflip.txt", "fflip.alt");
-                flips += 1;
-            }
-            flips
-        })
-    };
+    let race =
+        toolbelt_testkit::SwapRace::start(b, &[("flip", "flip.alt"), ("fflip.txt", "fflip.alt")]);
     let mut peer = serve(b, &sshd.remote(b));
     let (mut calls, mut answered) = (0, 0);
     for _ in 0..25 {
@@ -794,8 +781,7 @@ fn a_swap_race_over_ssh_never_shows_outside_bytes_or_names() {
             answered += usize::from(!is_error);
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let flips = flipper.join().unwrap();
+    let flips = race.stop();
     assert!(peer.finish().success(), "serve failed");
     assert_eq!(calls, 150);
     assert!(flips > 10, "the race ran ({flips} flips)");

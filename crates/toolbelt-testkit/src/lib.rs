@@ -158,6 +158,44 @@ pub fn exchange(dir: &Path, a: &str, b: &str) {
     .expect("RENAME_EXCHANGE (Linux 3.15+, ext4/tmpfs/btrfs)");
 }
 
+/// A thread swapping each pair of entries of a directory with [`exchange`], round after
+/// round, until [`SwapRace::stop`]: the race of the confinement attacks.
+pub struct SwapRace {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl SwapRace {
+    /// Starts swapping `pairs` (names in `dir`) back and forth.
+    pub fn start(dir: &Path, pairs: &[(&str, &str)]) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let dir = dir.to_path_buf();
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let thread = std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                for (a, b) in &pairs {
+                    exchange(&dir, a, b);
+                }
+                rounds += 1;
+            }
+            rounds
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops the race and returns how many rounds of swaps it made.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the swapping thread")
+    }
+}
+
 /// The pids written to `path`, one per line, once it holds at least `count` of them (a
 /// probe for [`eventually`]); a file still being written yields `None`.
 pub fn pids_in(path: &Path, count: usize) -> Option<Vec<u32>> {
