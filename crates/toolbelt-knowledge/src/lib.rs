@@ -17,6 +17,8 @@
 //!   optional [`QueryRewriter`] that turns the tools' question into a search query first
 //!   (`ModelQueryRewriter` asks a model, feature `rewrite`).
 //!   Without an embedder it ranks by BM25 alone and says so ([`RetrievalMode`]).
+//! - URL sources through any [`UrlFetcher`]; `WebFetchSource` (feature `web`) reads them with
+//!   the WebFetch tool's guarded fetcher.
 //! - [`Filter`]: the model's metadata filter, checked against declared [`FieldSpec`]s and
 //!   evaluated in memory, never handed to a store as query text.
 //! - [`knowledge_tools`]: the two tools, with citations, within a size budget;
@@ -61,6 +63,8 @@ mod source;
 mod sqlite;
 mod store;
 mod tools;
+#[cfg(feature = "web")]
+mod web;
 
 pub use base::{
     IndexReport, KnowledgeBase, KnowledgeHit, Reranker, RetrievalMode, SearchResults, Status,
@@ -86,3 +90,5 @@ pub use tools::{
     AGENTIC_KNOWLEDGE_SEARCH, KNOWLEDGE_SEARCH, KnowledgeToolOptions,
     agentic_knowledge_search_tool, knowledge_search_tool, knowledge_tools,
 };
+#[cfg(feature = "web")]
+pub use web::WebFetchSource;

@@ -10,7 +10,7 @@
 //! Only the answer's first non-empty line is kept, without wrapping quotes or control
 //! characters, whoever the rewriter is.
 //!
-//! [`ModelQueryRewriter`] (feature `rewrite`) asks a `toolbelt_model` model: a short system
+//! `ModelQueryRewriter` (feature `rewrite`) asks a `toolbelt_model` model: a short system
 //! prompt and the question (cut to [`MAX_QUESTION_CHARS`]), one non-streamed answer of at
 //! most [`MAX_REWRITE_TOKENS`] tokens at temperature 0.
 

@@ -30,7 +30,7 @@ use toolbelt_knowledge::{
     knowledge_tools,
 };
 
-use super::fetch::WebFetchSource;
+use super::fetch::web_fetch_source;
 use super::{open_base, shown};
 use crate::common::CliError;
 use crate::progress::Progress;
@@ -87,7 +87,7 @@ impl KnowledgeArgs {
         let db = self.db(dir);
         let mut base = open_base(&db, true)
             .await?
-            .with_url_fetcher(Arc::new(WebFetchSource::new(&[])?));
+            .with_url_fetcher(Arc::new(web_fetch_source(&[])?));
         if let Some(model) = model.filter(|_| self.knowledge_rewrite) {
             base = base.with_query_rewriter(Arc::new(ModelQueryRewriter::new(model)));
         }
