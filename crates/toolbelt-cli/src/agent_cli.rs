@@ -656,7 +656,10 @@ impl AgentSession {
         )?;
         let sessions = sessions_from(args).await?;
         // Indexed before anything is opened: a failure leaves nothing to close.
-        let knowledge = args.knowledge.plugin(&args.sources.dir, progress).await?;
+        let knowledge = args
+            .knowledge
+            .plugin(&args.sources.dir, progress, &search_model)
+            .await?;
         let toolbox = Toolbox::open_hiding(&args.sources, None, rules.hidden_paths())?
             .connect_remote()
             .await?;

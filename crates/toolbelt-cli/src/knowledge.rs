@@ -177,7 +177,7 @@ async fn index(args: IndexArgs) -> Outcome {
             max_chars: args.max_chars as usize,
             overlap_chars: args.overlap as usize,
         })
-        .with_url_fetcher(Arc::new(fetch::WebFetchSource::new(&args.allow_address)?));
+        .with_url_fetcher(Arc::new(fetch::web_fetch_source(&args.allow_address)?));
     let sources: Vec<Source> = args.paths.iter().map(Source::new).collect();
     let progress = Progress::on_stderr(args.json);
     progress.spin(format!("indexing {}", args.paths.join(" ")));

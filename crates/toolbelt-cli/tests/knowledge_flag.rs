@@ -225,3 +225,87 @@ fn serve_offers_the_knowledge_tools_over_streamable_http() {
     let report = knowledge_client(&["http".into(), serve.url.clone()]);
     assert_knowledge_report(&report);
 }
+
+/// `run --knowledge docs --knowledge-rewrite`, asking how to undo a deploy.
+fn run_rewriting(server: &ScriptedServer, dir: &Path) -> std::process::Command {
+    let mut command = run_with_knowledge(server, dir, "how do I undo a bad deploy?");
+    command.arg("--knowledge-rewrite");
+    command
+}
+
+#[tokio::test]
+async fn knowledge_rewrite_searches_the_query_the_runs_model_wrote() {
+    let dir = docs_project();
+    let server = ScriptedServer::start([
+        // The question shares no word with docs/ops.md; the rewrite does.
+        Reply::tool_call(
+            "c1",
+            "knowledge_search",
+            r#"{"query":"how do I undo a bad deploy?"}"#,
+        ),
+        Reply::text("rollback previous release"),
+        Reply::text("run make rollback"),
+    ])
+    .await
+    .unwrap();
+    let out = output(run_rewriting(&server, dir.path()), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(text(&out.stdout), "run make rollback\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    // The rewrite: the run's model, asked the tool's question alone, offered no tools.
+    let rewrite = requests[1].messages();
+    assert_eq!(rewrite.len(), 2, "{rewrite:?}");
+    assert_eq!(rewrite[1]["content"], "how do I undo a bad deploy?");
+    assert!(requests[1].tool_names().is_empty());
+    let results = tool_contents(&requests[2]);
+    assert!(
+        results[0].contains("Searched for: \"rollback previous release\""),
+        "{results:?}"
+    );
+    assert!(results[0].contains("docs/ops.md:3-5"), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_failed_knowledge_rewrite_searches_the_question_and_says_so() {
+    let dir = docs_project();
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "knowledge_search", r#"{"query":"rollback"}"#),
+        Reply::status(400, "no such model"),
+        Reply::text("run make rollback"),
+    ])
+    .await
+    .unwrap();
+    let out = output(run_rewriting(&server, dir.path()), "").await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    let results = tool_contents(&server.requests()[2]);
+    assert!(
+        results[0].contains("Query rewriting failed (the model failed: ")
+            && results[0].contains("searched for the question as asked."),
+        "{results:?}"
+    );
+    assert!(results[0].contains("docs/ops.md:3-5"), "{results:?}");
+}
+
+#[test]
+fn serve_knowledge_rewrite_without_a_model_is_a_usage_error() {
+    let dir = docs_project();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolbelt"))
+        .current_dir(dir.path())
+        .args(["serve", "--knowledge", "docs", "--knowledge-rewrite"])
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("TOOLBELT_MODEL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("--knowledge-rewrite on serve asks the model the environment configures"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join(".toolbelt/knowledge.db").exists());
+}

@@ -24,6 +24,7 @@ use crate::KnowledgeError;
 use crate::chunk::DocKind;
 use crate::chunk::{Chunk, ChunkOptions, Document, chunk_document};
 use crate::filter::{FieldSpec, Filter, builtin_fields};
+use crate::rewrite::{QueryRewrite, QueryRewriter, rewrite_with};
 use crate::source::{
     Body, LoadedFile, MAX_PDF_BYTES, Source, UrlFetcher, fetch_urls, load, sha256_hex,
 };
@@ -175,6 +176,7 @@ pub struct KnowledgeBase {
     options: ChunkOptions,
     fields: Vec<FieldSpec>,
     reranker: Option<Arc<dyn Reranker>>,
+    rewriter: Option<Arc<dyn QueryRewriter>>,
     url_fetcher: Option<Arc<dyn UrlFetcher>>,
     live: RwLock<Live>,
 }
@@ -200,6 +202,7 @@ impl KnowledgeBase {
             options: ChunkOptions::default(),
             fields: builtin_fields(),
             reranker: None,
+            rewriter: None,
             url_fetcher: None,
             live: RwLock::new(Live::default()),
         }
@@ -240,6 +243,22 @@ impl KnowledgeBase {
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
         self.reranker = Some(reranker);
         self
+    }
+
+    /// Rewrites the knowledge tools' question into a search query before each search (see
+    /// [`QueryRewriter`]); [`search`](Self::search) itself searches what it is given.
+    pub fn with_query_rewriter(mut self, rewriter: Arc<dyn QueryRewriter>) -> Self {
+        self.rewriter = Some(rewriter);
+        self
+    }
+
+    /// What to search for `question`: the rewriter's query, or the question itself when no
+    /// rewriter is set or the rewrite failed (the result says which, and why).
+    pub async fn rewrite_query(&self, question: &str) -> QueryRewrite {
+        match &self.rewriter {
+            None => QueryRewrite::AsAsked,
+            Some(rewriter) => rewrite_with(rewriter.as_ref(), question).await,
+        }
     }
 
     /// The fields a filter may use: the built-in ones, then the declared ones.

@@ -13,8 +13,12 @@
 //! - [`KnowledgeBase`]: incremental [`index`](KnowledgeBase::index) by content hash (a changed
 //!   file is re-chunked, a deleted one removed, an unchanged one not read twice), ranking by
 //!   toolbelt-search's BM25, fused with embedding similarity when an embedder is set
-//!   (toolbelt-search's embedders and vector cache), an optional [`Reranker`].
+//!   (toolbelt-search's embedders and vector cache), an optional [`Reranker`], and an
+//!   optional [`QueryRewriter`] that turns the tools' question into a search query first
+//!   (`ModelQueryRewriter` asks a model, feature `rewrite`).
 //!   Without an embedder it ranks by BM25 alone and says so ([`RetrievalMode`]).
+//! - URL sources through any [`UrlFetcher`]; `WebFetchSource` (feature `web`) reads them with
+//!   the WebFetch tool's guarded fetcher.
 //! - [`Filter`]: the model's metadata filter, checked against declared [`FieldSpec`]s and
 //!   evaluated in memory, never handed to a store as query text.
 //! - [`knowledge_tools`]: the two tools, with citations, within a size budget;
@@ -53,11 +57,14 @@ mod html;
 mod plugin;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rewrite;
 mod source;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
 mod tools;
+#[cfg(feature = "web")]
+mod web;
 
 pub use base::{
     IndexReport, KnowledgeBase, KnowledgeHit, Reranker, RetrievalMode, SearchResults, Status,
@@ -69,6 +76,12 @@ pub use filter::{FieldSpec, FieldType, Filter};
 pub use plugin::{KnowledgeAgentExt, knowledge_plugin};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, VectorColumn};
+#[cfg(feature = "rewrite")]
+pub use rewrite::ModelQueryRewriter;
+pub use rewrite::{
+    MAX_QUESTION_CHARS, MAX_REWRITE_CHARS, MAX_REWRITE_TOKENS, QueryRewrite, QueryRewriter,
+    REWRITE_TIME_LIMIT,
+};
 pub use source::{FetchedDocument, MAX_FILE_BYTES, MAX_FILES, MAX_PDF_BYTES, Source, UrlFetcher};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -77,3 +90,5 @@ pub use tools::{
     AGENTIC_KNOWLEDGE_SEARCH, KNOWLEDGE_SEARCH, KnowledgeToolOptions,
     agentic_knowledge_search_tool, knowledge_search_tool, knowledge_tools,
 };
+#[cfg(feature = "web")]
+pub use web::WebFetchSource;

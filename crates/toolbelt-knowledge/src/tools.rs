@@ -3,7 +3,9 @@
 //!
 //! Both return ranked chunks, each headed by its citation (`path:10-24`, or the URL) and its
 //! heading path, whole chunks only, within [`KnowledgeToolOptions::max_chars`]; the first
-//! line says how they were ranked (BM25 only, or hybrid). The agentic tool's description
+//! line says how they were ranked (BM25 only, or hybrid), and with a query rewriter the next
+//! says what was searched (the rewritten query, or the question when the rewrite failed).
+//! The agentic tool's description
 //! lists the fields and operators its filter may use; a filter that names anything else, or
 //! carries values of the wrong type, is an invalid-arguments error the model sees and can
 //! correct, and never reaches the store (see [`Filter`](crate::Filter)).
@@ -17,14 +19,15 @@ use toolbelt_core::{DynTool, FunctionTool, ToolContext, ToolError, ToolOutput};
 
 use crate::base::{KnowledgeBase, SearchResults};
 use crate::filter::FieldType;
+use crate::rewrite::QueryRewrite;
 
 /// The name of the plain search tool.
 pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 /// The name of the search tool with a metadata filter.
 pub const AGENTIC_KNOWLEDGE_SEARCH: &str = "agentic_knowledge_search";
 
-/// The longest query the tools accept, in characters.
-const MAX_QUERY_CHARS: usize = 2_000;
+/// The longest query the tools accept, in characters (also what a rewriter is sent).
+const MAX_QUERY_CHARS: usize = crate::rewrite::MAX_QUESTION_CHARS;
 
 /// How the knowledge tools answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,20 +181,31 @@ async fn run(
     let k = k
         .unwrap_or(options.default_k)
         .clamp(1, options.max_k.max(1));
+    let rewrite = base.rewrite_query(query).await;
     let results = base
-        .search(query, k, filter)
+        .search(rewrite.query(query), k, filter)
         .await
         .map_err(ToolError::failed)?;
-    Ok(render(&results, options.max_chars))
+    Ok(render(&results, &rewrite, options.max_chars))
 }
 
-/// The answer: a mode line, then each hit under its citation, within `max_chars`.
-pub(crate) fn render(results: &SearchResults, max_chars: usize) -> ToolOutput {
+/// The answer: a mode line, what was searched when a rewriter is set, then each hit under
+/// its citation, within `max_chars`.
+pub(crate) fn render(
+    results: &SearchResults,
+    rewrite: &QueryRewrite,
+    max_chars: usize,
+) -> ToolOutput {
     let mut text = format!("Ranking: {}.\n", results.mode.describe());
+    if let Some(line) = rewrite.describe() {
+        text.push_str(&line);
+        text.push('\n');
+    }
     if results.hits.is_empty() {
         text.push_str("No passage matched.");
         return ToolOutput::text(text).with_structured(json!({
             "mode": results.mode,
+            "rewrite": rewrite,
             "hits": [],
         }));
     }
@@ -251,6 +265,7 @@ pub(crate) fn render(results: &SearchResults, max_chars: usize) -> ToolOutput {
         .collect();
     ToolOutput::text(text).with_structured(json!({
         "mode": results.mode,
+        "rewrite": rewrite,
         "hits": structured,
     }))
 }

@@ -10,5 +10,7 @@ mod index;
 mod pdf;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "rewrite")]
+mod rewrite;
 mod support;
 mod tools;

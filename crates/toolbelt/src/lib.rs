@@ -72,6 +72,11 @@ pub use toolbelt_search as search;
 #[cfg(feature = "browser")]
 pub use toolbelt_browser as browser;
 
+/// Knowledge tools: a knowledge base over files and web pages, `knowledge_search` and
+/// `agentic_knowledge_search`.
+#[cfg(feature = "knowledge")]
+pub use toolbelt_knowledge as knowledge;
+
 /// Graph workflows: typed state graphs that run as an agent, checkpointed in the session.
 #[cfg(feature = "graph")]
 pub use toolbelt_graph as graph;

@@ -8,6 +8,11 @@
 //! stderr while it runs when stderr is a terminal; one summary line follows either way (on
 //! stderr: a run's stdout carries the answer, serve's stdio carries the protocol).
 //!
+//! `--knowledge-rewrite` has the model rewrite each question of the two tools into a search
+//! query first ([`ModelQueryRewriter`]): the run's model on `run` and `chat`, the model the
+//! environment configures on `serve` (which has no model of its own). A failed rewrite
+//! searches the question as asked, and the tool result says so.
+//!
 //! An agent (`run`, `chat`) gets the tools as framework tools ([`KnowledgeArgs::plugin`]):
 //! no `--tools` filter removes them and no MCP server's tool can take their names. `serve`
 //! registers them as direct tools of its registry ([`KnowledgeArgs::tools`]), which the
@@ -19,11 +24,13 @@ use std::sync::Arc;
 use clap::Args;
 use toolbelt::DynTool;
 use toolbelt::agent::Plugin;
+use toolbelt::model::{DynModel, OpenAiModel};
 use toolbelt_knowledge::{
-    KnowledgeBase, KnowledgeToolOptions, Source, knowledge_plugin, knowledge_tools,
+    KnowledgeBase, KnowledgeToolOptions, ModelQueryRewriter, Source, knowledge_plugin,
+    knowledge_tools,
 };
 
-use super::fetch::WebFetchSource;
+use super::fetch::web_fetch_source;
 use super::{open_base, shown};
 use crate::common::CliError;
 use crate::progress::Progress;
@@ -45,6 +52,11 @@ pub struct KnowledgeArgs {
     /// exactly the --knowledge sources afterwards.
     #[arg(long, value_name = "FILE", requires = "knowledge")]
     pub knowledge_db: Option<PathBuf>,
+    /// Have the model rewrite each knowledge search's question into a search query first
+    /// (run and chat: the run's model; serve: the model OPENAI_BASE_URL / TOOLBELT_MODEL
+    /// configure). A failed rewrite searches the question as asked, and says so.
+    #[arg(long, requires = "knowledge")]
+    pub knowledge_rewrite: bool,
 }
 
 impl KnowledgeArgs {
@@ -61,19 +73,24 @@ impl KnowledgeArgs {
     }
 
     /// Opens the base and indexes the sources into it; `None` without `--knowledge`.
-    /// `progress` is the command's status line (drawn only on a terminal).
-    pub async fn index(
+    /// `progress` is the command's status line (drawn only on a terminal); `model` rewrites
+    /// the questions with `--knowledge-rewrite`.
+    async fn index(
         &self,
         dir: &Path,
         progress: &Progress,
+        model: Option<DynModel>,
     ) -> Result<Option<Arc<KnowledgeBase>>, CliError> {
         if !self.enabled() {
             return Ok(None);
         }
         let db = self.db(dir);
-        let base = open_base(&db, true)
+        let mut base = open_base(&db, true)
             .await?
-            .with_url_fetcher(Arc::new(WebFetchSource::new(&[])?));
+            .with_url_fetcher(Arc::new(web_fetch_source(&[])?));
+        if let Some(model) = model.filter(|_| self.knowledge_rewrite) {
+            base = base.with_query_rewriter(Arc::new(ModelQueryRewriter::new(model)));
+        }
         let sources: Vec<Source> = self.knowledge.iter().map(Source::new).collect();
         progress.spin(format!("indexing knowledge: {}", self.knowledge.join(" ")));
         let report = base.index(&sources).await;
@@ -98,13 +115,14 @@ impl KnowledgeArgs {
     }
 
     /// The knowledge plugin for an agent's runner (see the module docs); `None` without
-    /// `--knowledge`.
+    /// `--knowledge`. `model` is the run's, for `--knowledge-rewrite`.
     pub async fn plugin(
         &self,
         dir: &Path,
         progress: &Progress,
+        model: &DynModel,
     ) -> Result<Option<Plugin>, CliError> {
-        let Some(base) = self.index(dir, progress).await? else {
+        let Some(base) = self.index(dir, progress, Some(model.clone())).await? else {
             return Ok(None);
         };
         knowledge_plugin(base, KnowledgeToolOptions::default())
@@ -115,7 +133,17 @@ impl KnowledgeArgs {
     /// The two tools for serve's registry (see the module docs); empty without
     /// `--knowledge`.
     pub async fn tools(&self, dir: &Path, progress: &Progress) -> Result<Vec<DynTool>, CliError> {
-        let Some(base) = self.index(dir, progress).await? else {
+        let model = if self.knowledge_rewrite && self.enabled() {
+            let model = OpenAiModel::from_env().map_err(|e| {
+                CliError::usage(format!(
+                    "--knowledge-rewrite on serve asks the model the environment configures: {e}"
+                ))
+            })?;
+            Some(Arc::new(model) as DynModel)
+        } else {
+            None
+        };
+        let Some(base) = self.index(dir, progress, model).await? else {
             return Ok(Vec::new());
         };
         knowledge_tools(base, KnowledgeToolOptions::default())
