@@ -240,6 +240,20 @@ fn stored_run(server: &ScriptedServer, dir: &Path, extra: &[&str]) -> std::proce
     command
 }
 
+/// `toolbelt run --continue` in `dir` with the session file `sessions.db` there (its latest
+/// session), then `extra` arguments.
+fn continued_run(server: &ScriptedServer, dir: &Path, extra: &[&str]) -> std::process::Command {
+    let mut command = toolbelt(server, dir);
+    command
+        .args(["run", "--continue"])
+        .args(extra)
+        .arg("--dir")
+        .arg(dir)
+        .arg("--session")
+        .arg(dir.join("sessions.db"));
+    command
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_terminal_a_stored_session_pauses_and_a_later_approve_runs_the_call() {
     let dir = project();
@@ -534,14 +548,11 @@ async fn an_external_tool_pauses_the_run_until_a_later_process_supplies_its_resu
     let result = dir.path().join("result.txt");
     std::fs::write(&result, "granted: 42 EUR back").unwrap();
     let flag = format!("call_1={}", result.display());
-    let mut resumed = toolbelt(&server, dir.path());
-    resumed
-        .args(["run", "--continue", "--tool-result", &flag])
-        .args(flags)
-        .arg("--dir")
-        .arg(dir.path())
-        .arg("--session")
-        .arg(dir.path().join("sessions.db"));
+    let resumed = continued_run(
+        &server,
+        dir.path(),
+        &[&["--tool-result", &flag][..], &flags].concat(),
+    );
     let resumed = output(resumed, "").await;
     let stderr = text(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{stderr}");
@@ -572,13 +583,11 @@ async fn continue_resumes_the_latest_paused_session_with_a_decision() {
     let out = output(stored_run(&server, dir.path(), &["write new.txt"]), "").await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 
-    let mut resumed = toolbelt(&server, dir.path());
-    resumed
-        .args(["run", "--continue", "--approve", "call_1", "--dir"])
-        .arg(dir.path())
-        .arg("--session")
-        .arg(dir.path().join("sessions.db"));
-    let resumed = output(resumed, "").await;
+    let resumed = output(
+        continued_run(&server, dir.path(), &["--approve", "call_1"]),
+        "",
+    )
+    .await;
     let stderr = text(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("continuing session s1"), "{stderr}");
