@@ -6,13 +6,14 @@
 //! Arguments (after `--`): `--json` prints one JSON line per (method, query set) instead of a
 //! table; `--write-texts FILE` writes each tool's indexed text (`ToolDoc::embedding_text`) as
 //! JSON lines `{name, text}` for the peers; `--tune` grid-searches BM25 parameters on the dev
-//! queries only and prints the best settings (the live queries are never looked at).
+//! queries only and prints the best settings, `--tune-stems` does the same for stemming and
+//! synonym weights at the default BM25 parameters (the live queries are never looked at).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolbelt_search::{Bm25Index, Method, ToolDoc, ToolIndex, Tuning, parse_catalog};
+use toolbelt_search::{Bm25Index, Method, Stemming, ToolDoc, ToolIndex, Tuning, parse_catalog};
 
 struct Query {
     query: String,
@@ -62,6 +63,10 @@ fn main() {
         tune(&docs, &dev);
         return;
     }
+    if has("--tune-stems") {
+        tune_stems(&docs, &dev);
+        return;
+    }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -86,6 +91,26 @@ fn main() {
     if has("--tune-hybrid") {
         tune_hybrid(&index, &dev, &runtime);
         return;
+    }
+
+    // BM25 alone (no `ToolIndex` around it), before and after stemming and synonyms: the
+    // "before" row is the index over exact words only, as it was until issue 34.
+    for (system, tuning) in [
+        ("bm25 exact words", Tuning::exact_words_only()),
+        ("bm25 stem+syn", Tuning::default()),
+    ] {
+        let started = Instant::now();
+        let mut bare = Bm25Index::with_tuning(tuning);
+        for d in &docs {
+            bare.upsert(d);
+        }
+        let build = started.elapsed();
+        for (set, queries) in [("dev", &dev), ("live", &live)] {
+            let o = evaluate(queries, |q| {
+                bare.search(q, 10).into_iter().map(|h| h.name).collect()
+            });
+            report(json_out, system, set, queries.len(), docs.len(), build, &o);
+        }
     }
 
     for (system, method, build) in rows {
@@ -609,7 +634,7 @@ fn report(
 /// recall@5, then recall@1 (the live queries are not read here).
 fn tune(docs: &[ToolDoc], dev: &[Query]) {
     let mut results = Vec::new();
-    for stemming in [false, true] {
+    for stemming in [Stemming::Off, Tuning::default().stemming] {
         for k1 in [0.9f32, 1.2, 1.5, 2.0] {
             for b in [0.5f32, 0.75, 0.9] {
                 for name in [1.0f32, 2.0, 3.0, 4.0] {
@@ -623,6 +648,7 @@ fn tune(docs: &[ToolDoc], dev: &[Query]) {
                                 param_name,
                                 param_description,
                                 stemming,
+                                ..Tuning::default()
                             };
                             let mut index = Bm25Index::with_tuning(tuning);
                             for d in docs {
@@ -655,5 +681,37 @@ fn tune(docs: &[ToolDoc], dev: &[Query]) {
             "default: r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}  {default:?}",
             recall[0], recall[1], recall[2], recall[3]
         );
+    }
+}
+
+/// Stemming and synonym weights at the default BM25 parameters, on the dev queries only,
+/// every setting printed (the live queries are not read here).
+fn tune_stems(docs: &[ToolDoc], dev: &[Query]) {
+    let mut stemmings = vec![Stemming::Off, Stemming::Replace];
+    for weight in [0.25f32, 0.5, 0.75, 1.0] {
+        stemmings.push(Stemming::Alongside { weight });
+    }
+    for stemming in stemmings {
+        for synonym_weight in [0.0f32, 0.1, 0.2, 0.3, 0.5] {
+            if stemming == Stemming::Off && synonym_weight > 0.0 {
+                continue; // synonyms are matched by stem
+            }
+            let tuning = Tuning {
+                stemming,
+                synonym_weight,
+                ..Tuning::default()
+            };
+            let mut index = Bm25Index::with_tuning(tuning);
+            for d in docs {
+                index.upsert(d);
+            }
+            let o = evaluate(dev, |q| {
+                index.search(q, 10).into_iter().map(|h| h.name).collect()
+            });
+            println!(
+                "r@1 {:.3} r@3 {:.3} r@5 {:.3} r@10 {:.3}  {stemming:?} synonyms {synonym_weight}",
+                o.recall[0], o.recall[1], o.recall[2], o.recall[3]
+            );
+        }
     }
 }

@@ -6,6 +6,18 @@
 //! the document length is the weighted sum of field lengths (a simple BM25F), so a word in the
 //! name counts for more than the same word deep in a parameter description.
 //!
+//! Words are matched three ways, each weaker than the one before (the weights are
+//! [`Tuning`]'s, chosen on BFCL's dev queries; see BENCHMARKS.md, "Tool search"):
+//!
+//! 1. as written: each word is indexed as it is, and a query word scores its exact form at
+//!    weight 1;
+//! 2. by stem ([`crate::stem`]): each word is also indexed as its stem in a term space of its
+//!    own, so "creating events" finds `create_event`, at a lower weight, so a tool with the
+//!    query's exact word keeps its lead;
+//! 3. by synonym ([`crate::synonyms`]): a query word's synonyms are looked up by stem at a
+//!    lower weight still, so "mail bob" finds `send_email`, but only adds candidates: a tool
+//!    with the query's own word outranks one that only has a synonym of it.
+//!
 //! What makes a query fast is decided at indexing time: each term has a posting list of
 //! `(slot, weighted tf)` in a flat vector, each slot's length sits in a dense vector, and a
 //! query walks the postings of its terms into one score array, then selects the top `k`. A
@@ -18,13 +30,32 @@
 use std::collections::HashMap;
 
 use crate::doc::{Hit, ToolDoc};
+use crate::stem::stem;
+use crate::synonyms::synonyms_of;
 use crate::tokenize::for_each_term;
+
+/// How words are stemmed ([`crate::stem`]) in a [`Bm25Index`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stemming {
+    /// Words are indexed and matched as they are.
+    Off,
+    /// Every word is replaced by its stem, in documents and queries alike.
+    Replace,
+    /// Each word is indexed twice, as it is and as its stem (in a term space of its own); a
+    /// query word scores its exact form at weight 1 and its stem at `weight`, so an exact
+    /// match keeps its lead over a match by stem only.
+    Alongside {
+        /// The weight of a match by stem, against 1 for the exact word.
+        weight: f32,
+    },
+}
 
 /// BM25 parameters and field weights.
 ///
 /// Not part of the stable API: exposed for the benchmark that tuned the defaults on the BFCL
-/// dev queries (`cargo bench --bench bfcl -- --tune`). Among the best settings there,
-/// stemming raised recall@5 by one query in 600 and lowered recall@1 by nine, so it is off.
+/// dev queries (`cargo bench --bench bfcl -- --tune`, and `--tune-stems` for stemming and
+/// synonyms); see BENCHMARKS.md, "Tool search".
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tuning {
@@ -40,8 +71,23 @@ pub struct Tuning {
     pub param_name: f32,
     /// Weight of a term in a parameter description.
     pub param_description: f32,
-    /// Whether terms are stemmed (plural folding).
-    pub stemming: bool,
+    /// Whether and how terms are stemmed.
+    pub stemming: Stemming,
+    /// The weight of a query word's synonyms ([`crate::synonyms`]), against 1 for the word
+    /// itself; 0 turns query expansion off. Synonyms are matched by stem, so they need
+    /// stemming on.
+    pub synonym_weight: f32,
+}
+
+impl Tuning {
+    /// The tuning of releases before stemming and synonyms (for the benchmark's "before" row).
+    pub fn exact_words_only() -> Self {
+        Tuning {
+            stemming: Stemming::Off,
+            synonym_weight: 0.0,
+            ..Tuning::default()
+        }
+    }
 }
 
 impl Default for Tuning {
@@ -53,10 +99,14 @@ impl Default for Tuning {
             description: 1.0,
             param_name: 0.5,
             param_description: 0.5,
-            stemming: false,
+            stemming: Stemming::Alongside { weight: 0.75 },
+            synonym_weight: 0.1,
         }
     }
 }
+
+/// Prefixes a stem in [`Stemming::Alongside`]'s term space; words never contain it.
+const STEM_MARK: char = '~';
 
 /// One entry of a term's posting list.
 #[derive(Debug, Clone, Copy)]
@@ -138,10 +188,21 @@ impl Bm25Index {
         let mut tf: HashMap<u32, f32> = HashMap::new();
         let mut length = 0.0f32;
         let mut buf = String::new();
+        let mut stem_buf = String::new();
+        let mut key = String::new();
         let mut add = |index: &mut Self, text: &str, weight: f32| {
-            for_each_term(text, &mut buf, t.stemming, |term| {
-                let id = index.term_id(term);
-                *tf.entry(id).or_insert(0.0) += weight;
+            for_each_term(text, &mut buf, |word| {
+                let mut count = |id: u32| *tf.entry(id).or_insert(0.0) += weight;
+                match t.stemming {
+                    Stemming::Off => count(index.term_id(word)),
+                    Stemming::Replace => count(index.term_id(stem(word, &mut stem_buf))),
+                    Stemming::Alongside { .. } => {
+                        count(index.term_id(word));
+                        stem_key(stem(word, &mut stem_buf), &mut key);
+                        count(index.term_id(&key));
+                    }
+                }
+                // The length counts words, not the extra stem terms.
                 length += weight;
             });
         };
@@ -212,8 +273,7 @@ impl Bm25Index {
 
         let mut scores = vec![0.0f32; self.entries.len()];
         let mut touched: Vec<u32> = Vec::new();
-        let mut buf = String::new();
-        for_each_term(query, &mut buf, self.tuning.stemming, |term| {
+        let mut score_term = |term: &str, weight: f32| {
             let Some(&id) = self.term_ids.get(term) else {
                 return;
             };
@@ -223,7 +283,7 @@ impl Bm25Index {
             }
             let df = postings.len() as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            let lift = idf * (k1 + 1.0);
+            let lift = weight * idf * (k1 + 1.0);
             for p in postings {
                 let slot = p.slot as usize;
                 let norm = k1 * (1.0 - b + b * self.lengths[slot] * inv_avg);
@@ -232,6 +292,40 @@ impl Bm25Index {
                     touched.push(p.slot);
                 }
                 *s += lift * p.tf / (p.tf + norm);
+            }
+        };
+        let mut buf = String::new();
+        let mut stem_buf = String::new();
+        let mut key = String::new();
+        let synonym_weight = self.tuning.synonym_weight;
+        for_each_term(query, &mut buf, |word| {
+            let stem_weight = match self.tuning.stemming {
+                Stemming::Off => {
+                    score_term(word, 1.0);
+                    return;
+                }
+                Stemming::Replace => 1.0,
+                Stemming::Alongside { weight } => {
+                    score_term(word, 1.0);
+                    weight
+                }
+            };
+            let stemmed = stem(word, &mut stem_buf);
+            // Where a stem is looked up: its own term space, or among the (stemmed) words.
+            let alongside = matches!(self.tuning.stemming, Stemming::Alongside { .. });
+            let mut lookup = |s: &str, weight: f32| {
+                if alongside {
+                    stem_key(s, &mut key);
+                    score_term(&key, weight);
+                } else {
+                    score_term(s, weight);
+                }
+            };
+            lookup(stemmed, stem_weight);
+            if synonym_weight > 0.0 {
+                for synonym in synonyms_of(stemmed) {
+                    lookup(synonym, synonym_weight);
+                }
             }
         });
 
@@ -268,4 +362,11 @@ impl Bm25Index {
         self.term_ids.insert(term.into(), id);
         id
     }
+}
+
+/// Writes the key of `stem` in [`Stemming::Alongside`]'s term space into `key`.
+fn stem_key(stem: &str, key: &mut String) {
+    key.clear();
+    key.push(STEM_MARK);
+    key.push_str(stem);
 }

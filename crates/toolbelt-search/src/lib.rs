@@ -5,8 +5,10 @@
 //! send only the best few:
 //!
 //! - [`Bm25Index`]: an in-process inverted index over each tool's name (split on case, digits
-//!   and separators: [`tokenize`]), description and parameter names and descriptions. No
-//!   model, about 10 µs per query over 1,400 tools (BENCHMARKS.md, "Tool search").
+//!   and separators: [`tokenize`]), description and parameter names and descriptions,
+//!   matched by exact word, by [`stem`] and by [`synonyms`], each at a lower weight than the
+//!   one before. No model, about 10 µs per query over 1,400 tools (BENCHMARKS.md, "Tool
+//!   search").
 //! - [`embed`]: embeddings of the same text ([`ToolDoc::embedding_text`]) by an
 //!   OpenAI-compatible server or a local model, cached by [`ToolDoc::content_hash`].
 //! - [`reciprocal_rank_fusion`]: hybrid ranking of both by rank alone.
@@ -43,11 +45,13 @@ pub mod embed;
 mod error;
 mod fuse;
 mod index;
+pub mod stem;
+pub mod synonyms;
 pub mod tokenize;
 
 pub use bm25::Bm25Index;
 #[doc(hidden)]
-pub use bm25::Tuning;
+pub use bm25::{Stemming, Tuning};
 pub use catalog::parse_catalog;
 pub use doc::{Hit, ToolDoc};
 pub use error::SearchError;

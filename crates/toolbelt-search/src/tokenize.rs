@@ -5,8 +5,8 @@
 //! same way: on anything that is not a letter or digit, where lower case turns to upper case,
 //! before the last capital of a run followed by lower case (`HTTPServer` → `http`, `server`),
 //! and where letters meet digits. Words are lowercased; [`terms`] then drops a short list of
-//! English stop words. A light plural stemmer exists for measurement but is off by default:
-//! it did not raise recall on the BFCL dev queries (see BENCHMARKS.md, "Tool search").
+//! English stop words. Stemming ([`crate::stem`]) and synonyms ([`crate::synonyms`]) are
+//! applied to these words by the index.
 
 /// Splits a tool name (or any text) into lowercase words, keeping every word.
 ///
@@ -22,8 +22,8 @@ pub fn name_words(text: &str) -> Vec<String> {
     out
 }
 
-/// The index terms of `text`, as the default index makes them: [`name_words`] without stop
-/// words.
+/// The words of `text` the index looks at: [`name_words`] without stop words (before
+/// stemming).
 ///
 /// ```
 /// use toolbelt_search::tokenize::terms;
@@ -31,21 +31,15 @@ pub fn name_words(text: &str) -> Vec<String> {
 /// ```
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for_each_term(text, &mut String::new(), false, |t| out.push(t.to_owned()));
+    for_each_term(text, &mut String::new(), |t| out.push(t.to_owned()));
     out
 }
 
-/// Calls `f` with each index term of `text` (stemmed when `stemming`), reusing `buf` so no
-/// term is allocated.
-pub(crate) fn for_each_term(text: &str, buf: &mut String, stemming: bool, mut f: impl FnMut(&str)) {
-    let mut stem_buf = String::new();
+/// Calls `f` with each word of `text` that is not a stop word, reusing `buf` so no word is
+/// allocated.
+pub(crate) fn for_each_term(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     for_each_word(text, buf, |word| {
-        if is_stop_word(word) {
-            return;
-        }
-        if stemming {
-            f(stem(word, &mut stem_buf));
-        } else {
+        if !is_stop_word(word) {
             f(word);
         }
     });
@@ -125,35 +119,6 @@ fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.binary_search(&word).is_ok()
 }
 
-/// A light plural stemmer (after Harman's S-stemmer): `queries` → `query`, `files` → `file`,
-/// `boxes` → `box`; words of four letters or fewer, and `-ss`/`-us`/`-is` endings, stay.
-fn stem<'a>(word: &'a str, buf: &'a mut String) -> &'a str {
-    if word.len() <= 4 || !word.is_ascii() {
-        return word;
-    }
-    if let Some(base) = word.strip_suffix("ies")
-        && !base.ends_with(['e', 'a'])
-    {
-        buf.clear();
-        buf.push_str(base);
-        buf.push('y');
-        return buf;
-    }
-    for suffix in ["sses", "xes", "ches", "shes"] {
-        if word.ends_with(suffix) {
-            return &word[..word.len() - 2];
-        }
-    }
-    if word.ends_with('s')
-        && !word.ends_with("ss")
-        && !word.ends_with("us")
-        && !word.ends_with("is")
-    {
-        return &word[..word.len() - 1];
-    }
-    word
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,23 +126,5 @@ mod tests {
     #[test]
     fn stop_words_are_sorted_for_binary_search() {
         assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
-    }
-
-    #[test]
-    fn stemmer_folds_plurals_only() {
-        let mut buf = String::new();
-        for (word, want) in [
-            ("queries", "query"),
-            ("files", "file"),
-            ("boxes", "box"),
-            ("matches", "match"),
-            ("addresses", "address"),
-            ("status", "status"),
-            ("analysis", "analysis"),
-            ("class", "class"),
-            ("news", "news"),
-        ] {
-            assert_eq!(stem(word, &mut buf), want, "{word}");
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use toolbelt_search::tokenize::{name_words, terms};
-use toolbelt_search::{Bm25Index, ToolDoc};
+use toolbelt_search::{Bm25Index, ToolDoc, Tuning};
 
 #[test]
 fn names_split_on_case_digits_and_separators() {
@@ -232,4 +232,142 @@ fn hostile_documents_cost_their_size_and_do_not_crash() {
         "beyond the depth bound"
     );
     assert_eq!(index.search("word", 1)[0].name, "big");
+}
+
+/// The tools of an assistant with mail, files and a calendar, as in issue 34.
+fn assistant_tools() -> Vec<ToolDoc> {
+    vec![
+        ToolDoc::new(
+            "send_email",
+            "Send an email to one or more recipients.",
+            json!({"type": "object", "properties": {
+                "to": {"type": "string", "description": "Recipient address"},
+                "subject": {"type": "string"}, "body": {"type": "string"}}}),
+        ),
+        ToolDoc::new(
+            "read_inbox",
+            "Read the newest emails in the inbox.",
+            json!({"type": "object", "properties": {"limit": {"type": "integer"}}}),
+        ),
+        ToolDoc::new(
+            "file_upload",
+            "Upload a local file to cloud storage.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        ),
+        ToolDoc::new(
+            "create_event",
+            "Add an event to the user's calendar.",
+            json!({"type": "object", "properties": {
+                "title": {"type": "string"}, "start": {"type": "string"}}}),
+        ),
+        ToolDoc::new(
+            "list_events",
+            "Upcoming calendar entries.",
+            json!({"type": "object", "properties": {"days": {"type": "integer"}}}),
+        ),
+        ToolDoc::new(
+            "delete_file",
+            "Delete a file from cloud storage.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        ),
+        ToolDoc::new(
+            "remove_contact",
+            "Remove a person from the address book.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+        ),
+    ]
+}
+
+fn names(hits: &[toolbelt_search::Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.name.as_str()).collect()
+}
+
+#[test]
+fn mail_bob_finds_send_email_through_a_synonym() {
+    let index = index_of(&assistant_tools());
+    let hits = index.search("mail bob", 3);
+    assert_eq!(names(&hits).first(), Some(&"send_email"), "{hits:?}");
+
+    // Exact words alone (the index before synonyms) find no tool at all for it.
+    let mut exact = Bm25Index::with_tuning(Tuning::exact_words_only());
+    for d in assistant_tools() {
+        exact.upsert(&d);
+    }
+    assert!(exact.search("mail bob", 3).is_empty());
+}
+
+#[test]
+fn word_stems_match_other_inflections() {
+    let index = index_of(&assistant_tools());
+    // "creating" reaches create_event only by its stem; "events" is list_events's own word,
+    // which keeps the lead an exact match has. Exact words alone miss create_event.
+    let hits = index.search("creating events", 3);
+    assert_eq!(
+        names(&hits)[..2],
+        ["list_events", "create_event"],
+        "{hits:?}"
+    );
+    let mut exact = Bm25Index::with_tuning(Tuning::exact_words_only());
+    for d in assistant_tools() {
+        exact.upsert(&d);
+    }
+    assert_eq!(names(&exact.search("creating events", 3)), ["list_events"]);
+
+    for (query, want) in [
+        ("creating an event", "create_event"),
+        ("created an event yesterday", "create_event"),
+        ("uploading files", "file_upload"),
+        ("deleting the files", "delete_file"),
+        ("emailing the team", "send_email"),
+    ] {
+        let hits = index.search(query, 3);
+        assert_eq!(names(&hits).first(), Some(&want), "{query:?} gave {hits:?}");
+    }
+}
+
+#[test]
+fn an_exact_match_outranks_a_synonym_only_match() {
+    let index = index_of(&assistant_tools());
+    // "remove" is remove_contact's own word and a synonym of delete_file's: both are found,
+    // the exact one first and by a margin.
+    let hits = index.search("remove", 5);
+    assert_eq!(names(&hits), ["remove_contact", "delete_file"], "{hits:?}");
+    assert!(hits[0].score > 2.0 * hits[1].score, "{hits:?}");
+    // And the other way round.
+    let hits = index.search("delete", 5);
+    assert_eq!(names(&hits), ["delete_file", "remove_contact"], "{hits:?}");
+
+    // An exact word and its stem outrank a match by stem only.
+    let hits = index.search("events", 5);
+    assert_eq!(names(&hits)[0], "list_events", "{hits:?}");
+    assert!(names(&hits).contains(&"create_event"), "{hits:?}");
+}
+
+#[test]
+fn huge_queries_and_pathological_words_are_answered_without_panic() {
+    let mut index = index_of(&assistant_tools());
+    // A document made of one pathological word, and one of many suffixes.
+    index.upsert(&ToolDoc::new("odd", "ing".repeat(50_000), json!(null)));
+    index.upsert(&ToolDoc::new(
+        "suffixes",
+        "ationalizationsnessesfulnessing ".repeat(1_000),
+        json!(null),
+    ));
+    let queries = [
+        "a".repeat(100_000),
+        "ing".repeat(33_334),
+        "mail ".repeat(20_000),
+        "yyyyyyyy eeeeed ies sses ".repeat(4_000),
+        "é".repeat(50_000),
+        (0..20_000).map(|i| format!("w{i} ")).collect::<String>(),
+    ];
+    for query in &queries {
+        assert!(query.len() >= 100_000, "{}", query.len());
+        let hits = index.search(query, 5);
+        assert!(hits.len() <= 5);
+    }
+    assert_eq!(
+        index.search(&"mail ".repeat(20_000), 1)[0].name,
+        "send_email"
+    );
 }

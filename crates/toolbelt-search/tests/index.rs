@@ -94,8 +94,15 @@ async fn sync_adds_changes_and_removes_incrementally() {
     assert_eq!(index.len(), 2);
 
     let top = |hits: Vec<Hit>| hits.first().map(|h| h.name.clone());
+    // send_email is gone; "email" now only reaches the chat tool through its synonym
+    // "message".
+    let names_for = |hits: Vec<Hit>| hits.into_iter().map(|h| h.name).collect::<Vec<_>>();
     assert_eq!(
-        top(index.search("email", 5, Method::Bm25).await.unwrap()),
+        names_for(index.search("email", 5, Method::Bm25).await.unwrap()),
+        ["post_message"]
+    );
+    assert_eq!(
+        top(index.search("send", 5, Method::Bm25).await.unwrap()),
         None
     );
     assert_eq!(
